@@ -1,0 +1,201 @@
+# hetrain — build, test, demo, bench, deps.
+#
+#   make            build build/bin/hetrain, build/bin/hetrain-pack and the test binaries
+#   make deps       install the Debian packages hetrain needs (idempotent)
+#   make test       run every test; ends with "N passed, M failed[, K skipped]"
+#   make demo       install what is missing, pack Fashion-MNIST, train on it
+#   make bench      benchmarks that print comparisons (never fail on time)
+#
+# Switches (plain variables):
+#   CUDA=auto|0|1   build the CUDA backend: auto = when nvcc is found (default)
+#   CUDA_ARCH=...   nvcc -gencode list (default sm_80, sm_90 + PTX)
+#   MPI_HOME, HDF5_HOME, CUDA_HOME, BLAS_HOME   prefixes as cluster module systems set them
+#   DEBUG=1         -O0 -g with sanitizers off
+# Objects live in one folder per configuration (build/cpu, build/cuda); binaries in build/bin are those of
+# the configuration built last.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+.SUFFIXES:
+.SECONDEXPANSION:
+
+CUDA ?= auto
+DEBUG ?= 0
+ifeq ($(filter $(CUDA),auto 0 1),)
+  $(error CUDA must be auto, 0 or 1 (got '$(CUDA)'))
+endif
+
+# ---------------------------------------------------------------- dependency probes
+# MPI: the compiler wrapper is the compiler.
+ifdef MPI_HOME
+  MPICXX ?= $(MPI_HOME)/bin/mpicxx
+else
+  MPICXX ?= $(shell command -v mpicxx 2>/dev/null)
+endif
+HAVE_MPI := $(if $(MPICXX),$(shell $(MPICXX) --version >/dev/null 2>&1 && echo 1),)
+
+# HDF5: HDF5_HOME, else pkg-config (parallel build first, serial as fallback).
+ifdef HDF5_HOME
+  HDF5_CFLAGS := -I$(HDF5_HOME)/include
+  HDF5_LIBS := -L$(HDF5_HOME)/lib -Wl,-rpath,$(HDF5_HOME)/lib -lhdf5
+else
+  HDF5_PC := $(firstword $(foreach p,hdf5-openmpi hdf5-serial hdf5,$(shell pkg-config --exists $(p) 2>/dev/null && echo $(p))))
+  HDF5_CFLAGS := $(if $(HDF5_PC),$(shell pkg-config --cflags $(HDF5_PC)),)
+  HDF5_LIBS := $(if $(HDF5_PC),$(shell pkg-config --libs $(HDF5_PC)),)
+endif
+
+# BLAS: OpenBLAS (cblas.h + openblas_set_num_threads).
+ifdef BLAS_HOME
+  BLAS_CFLAGS := -I$(BLAS_HOME)/include
+  BLAS_LIBS := -L$(BLAS_HOME)/lib -Wl,-rpath,$(BLAS_HOME)/lib -lopenblas
+else
+  BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
+  BLAS_LIBS := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
+endif
+
+# Probe by compiling: a header that is there but unusable counts as missing.
+probe = $(shell scripts/probe.sh '$(or $(MPICXX),c++)' '$(2)' '$(3)' '$(4)')
+HAVE_HDF5  := $(call probe,hdf5,hdf5.h,$(HDF5_CFLAGS),$(HDF5_LIBS))
+HAVE_BLAS  := $(call probe,blas,cblas.h,$(BLAS_CFLAGS),$(BLAS_LIBS))
+HAVE_BOOST := $(call probe,boost,boost/program_options.hpp,,-lboost_program_options)
+HAVE_GTEST := $(call probe,gtest,gtest/gtest.h,,-lgtest -pthread)
+HAVE_ZLIB  := $(call probe,zlib,zlib.h,,-lz)
+HAVE_JPEG  := $(call probe,jpeg,turbojpeg.h,,-lturbojpeg)
+HAVE_PNG   := $(call probe,png,png.h,,-lpng)
+
+# CUDA
+CUDA_HOME ?= $(or $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)),/usr/local/cuda)
+NVCC := $(CUDA_HOME)/bin/nvcc
+HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
+ifeq ($(CUDA),auto)
+  USE_CUDA := $(HAVE_NVCC)
+else ifeq ($(CUDA),1)
+  ifneq ($(HAVE_NVCC),1)
+    $(error CUDA=1 but no nvcc at $(NVCC); set CUDA_HOME or use CUDA=0)
+  endif
+  USE_CUDA := 1
+else
+  USE_CUDA :=
+endif
+CONFIG := $(if $(USE_CUDA),cuda,cpu)
+
+mark = $(if $(1),✓,✗)
+ifeq ($(MAKELEVEL),0)
+ifeq ($(filter deps help clean,$(MAKECMDGOALS)),)
+$(info hetrain build ($(CONFIG) configuration):)
+$(info   $(call mark,$(HAVE_MPI)) MPI          $(MPICXX))
+$(info   $(call mark,$(HAVE_HDF5)) HDF5         $(or $(HDF5_HOME),$(HDF5_PC)))
+$(info   $(call mark,$(HAVE_BLAS)) OpenBLAS)
+$(info   $(call mark,$(HAVE_BOOST)) Boost.Program_options)
+$(info   $(call mark,$(HAVE_ZLIB)) zlib   $(call mark,$(HAVE_JPEG)) libturbojpeg   $(call mark,$(HAVE_PNG)) libpng)
+$(info   $(call mark,$(HAVE_GTEST)) GoogleTest)
+$(info   $(call mark,$(HAVE_NVCC)) CUDA (nvcc)  $(if $(HAVE_NVCC),$(NVCC)$(if $(USE_CUDA),, — not used: CUDA=$(CUDA)),not found; CPU-only build))
+endif
+endif
+
+REQUIRED_MISSING := $(strip $(if $(HAVE_MPI),,MPI) $(if $(HAVE_HDF5),,HDF5) $(if $(HAVE_BLAS),,OpenBLAS) \
+  $(if $(HAVE_BOOST),,Boost.Program_options) $(if $(HAVE_ZLIB),,zlib) $(if $(HAVE_JPEG),,libturbojpeg) $(if $(HAVE_PNG),,libpng))
+
+# ---------------------------------------------------------------- flags
+BUILD := build
+OBJ := $(BUILD)/$(CONFIG)
+BIN := $(BUILD)/bin
+OPT := $(if $(filter 1,$(DEBUG)),-O0 -g,-O3 -march=x86-64-v2 -mtune=native)
+CXXFLAGS := -std=c++17 $(OPT) -g1 -Wall -Wextra -Wno-unused-parameter -fopenmp -pthread -MMD -MP -DOMPI_SKIP_MPICXX \
+  -Iinclude -Isrc $(HDF5_CFLAGS) $(BLAS_CFLAGS)
+LDLIBS := $(HDF5_LIBS) $(BLAS_LIBS) -lboost_program_options -lturbojpeg -lpng -lz -fopenmp -pthread
+ifeq ($(CONFIG),cuda)
+  CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+  CXXFLAGS += -DHETRAIN_WITH_CUDA -I$(CUDA_HOME)/include
+  NVCCFLAGS := -std=c++17 -O3 $(CUDA_ARCH) -Iinclude -Isrc -Xcompiler -fPIC,-Wall -MMD -MP
+  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lnccl -lcudart
+endif
+
+# ---------------------------------------------------------------- sources
+# One archive per subsystem folder; link order runs from the top of the architecture to the bottom.
+SUBSYSTEMS := train dist data nn cpu cuda core
+srcs_of = $(wildcard src/$(1)/*.cpp) $(if $(filter cuda,$(1)),$(if $(USE_CUDA),$(wildcard src/cuda/*.cu) $(wildcard kernels/*.cu)),)
+objs_of = $(patsubst %,$(OBJ)/%.o,$(basename $(call srcs_of,$(1))))
+lib_of = $(OBJ)/lib/libht_$(1).a
+ALL_LIBS := $(foreach s,$(SUBSYSTEMS),$(call lib_of,$(s)))
+
+$(OBJ)/lib/libht_%.a: $$(call objs_of,$$*)
+	@mkdir -p $(dir $@)
+	@rm -f $@
+	@ar rcs $@ $^
+
+$(OBJ)/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	@echo "  CXX  $<"
+	@$(MPICXX) $(CXXFLAGS) -c $< -o $@
+
+$(OBJ)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	@echo "  NVCC $<"
+	@$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+# ---------------------------------------------------------------- programs
+APPS := hetrain hetrain-pack
+$(BIN)/hetrain: $(OBJ)/src/apps/hetrain_main.o $(ALL_LIBS)
+	@mkdir -p $(BIN)
+	@echo "  LD   $@"
+	@$(MPICXX) -o $@ $< $(ALL_LIBS) $(LDLIBS)
+
+$(BIN)/hetrain-pack: $(OBJ)/data_tools/hetrain_pack.o $(patsubst %,$(OBJ)/%.o,$(basename $(filter-out data_tools/hetrain_pack.cpp,$(wildcard data_tools/*.cpp)))) $(ALL_LIBS)
+	@mkdir -p $(BIN)
+	@echo "  LD   $@"
+	@$(MPICXX) -o $@ $(filter %.o,$^) $(ALL_LIBS) $(LDLIBS)
+
+# ---------------------------------------------------------------- tests
+# test/<group>/*.cpp → build/bin/test_<group>. Groups whose name ends in _mpi get a main that starts MPI
+# (test/mpi_main.cpp) and run under mpirun; the others use gtest_main. test/gpu is built without MPI,
+# HDF5 or Boost so it runs on a bare GPU machine.
+TEST_GROUPS := $(notdir $(patsubst %/,%,$(dir $(wildcard test/*/*.cpp))))
+TEST_GROUPS := $(sort $(filter-out e2e gpu,$(TEST_GROUPS)))
+TEST_BINS := $(patsubst %,$(BIN)/test_%,$(TEST_GROUPS))
+test_objs = $(patsubst %,$(OBJ)/%.o,$(basename $(wildcard test/$(1)/*.cpp)))
+GTEST_MAIN = $(if $(filter %_mpi,$(1)),$(OBJ)/test/mpi_main.o,-lgtest_main)
+
+$(BIN)/test_%: $$(call test_objs,%) $(ALL_LIBS) $$(if $$(filter %_mpi,$$*),$(OBJ)/test/mpi_main.o)
+	@mkdir -p $(BIN)
+	@echo "  LD   $@"
+	@$(MPICXX) -o $@ $(call test_objs,$*) $(if $(filter %_mpi,$*),$(OBJ)/test/mpi_main.o) $(ALL_LIBS) -lgtest $(if $(filter %_mpi,$*),,-lgtest_main) $(LDLIBS)
+
+# ---------------------------------------------------------------- top-level targets
+.PHONY: all check-deps deps test demo bench clean help gpu-check
+
+all: check-deps $(BIN)/hetrain $(BIN)/hetrain-pack $(TEST_BINS)
+
+check-deps:
+ifneq ($(REQUIRED_MISSING),)
+	@echo "missing: $(REQUIRED_MISSING) — run 'make deps' (installs Debian packages) or set MPI_HOME/HDF5_HOME/BLAS_HOME" >&2
+	@exit 1
+endif
+
+deps:
+	@scripts/install-deps.sh
+
+test: all
+	@scripts/run-tests.sh
+
+demo:
+	@scripts/install-deps.sh
+	@$(MAKE) --no-print-directory all
+	@scripts/demo.sh
+
+bench: all
+	@scripts/install-deps.sh --with-python
+	@bench/run.sh
+
+clean:
+	rm -rf $(BUILD)
+
+help:
+	@sed -n '2,17p' Makefile | sed 's/^# \{0,1\}//'
+
+# Objects are kept between builds (they are intermediate files of the archive rules).
+.SECONDARY:
+
+-include $(shell find $(OBJ) -name '*.d' 2>/dev/null)
+print-%:
+	@echo '$*=$($*)'

@@ -1,0 +1,110 @@
+// hetrain/ops.hpp — the CPU ops, forward and backward side by side.
+//
+// Conventions (after llm.c): raw pointers, outputs first, shapes in comments, NCHW row-major.
+// Ops are templated on the scalar type and instantiated for float (training) and double (the reference
+// for finite-difference gradient checks). Backward functions OVERWRITE input gradients (din) and
+// ACCUMULATE (+=) parameter gradients (dweight, dbias, dgamma, dbeta), so the flat gradient buffer is
+// zeroed once per step. A null gradient pointer means "not needed" (e.g. din of the first layer).
+// Each optimised op has a *_naive twin used as the test reference.
+#pragma once
+
+#include <cstdint>
+
+namespace hetrain::cpu {
+
+// ---------------------------------------------------------------- convolution
+struct Conv2dGeom {
+  int N = 1, C = 1, H = 1, W = 1;  // input  [N, C, H, W]
+  int K = 1;                       // output channels; weight [K, C, R, S]
+  int R = 1, S = 1;                // kernel height, width
+  int stride = 1, pad = 0;
+  int P() const { return (H + 2 * pad - R) / stride + 1; }  // output height
+  int Q() const { return (W + 2 * pad - S) / stride + 1; }  // output width
+};
+// Scratch floats the conv needs (im2col columns); callers may pass a bigger buffer.
+int64_t conv2d_workspace_size(const Conv2dGeom& g);
+
+// out [N, K, P, Q]; bias [K] or null.
+template <typename T>
+void conv2d_forward(T* out, const T* in, const T* weight, const T* bias, const Conv2dGeom& g, T* workspace);
+// din [N, C, H, W] (overwritten, may be null); dweight [K, C, R, S] and dbias [K] (accumulated, dbias may be null).
+template <typename T>
+void conv2d_backward(T* din, T* dweight, T* dbias, const T* dout, const T* in, const T* weight,
+                     const Conv2dGeom& g, T* workspace);
+template <typename T>
+void conv2d_forward_naive(T* out, const T* in, const T* weight, const T* bias, const Conv2dGeom& g);
+template <typename T>
+void conv2d_backward_naive(T* din, T* dweight, T* dbias, const T* dout, const T* in, const T* weight,
+                           const Conv2dGeom& g);
+
+// ---------------------------------------------------------------- linear
+// out [N, O] = in [N, I] · weight[O, I]ᵀ + bias [O] (bias may be null)
+template <typename T>
+void linear_forward(T* out, const T* in, const T* weight, const T* bias, int N, int I, int O);
+template <typename T>
+void linear_backward(T* din, T* dweight, T* dbias, const T* dout, const T* in, const T* weight, int N, int I, int O);
+
+// ---------------------------------------------------------------- batch normalisation (per channel over N·HW)
+// Training: normalise with batch statistics, save mean and 1/sqrt(var+eps) [C] for backward, update
+// running stats: running = (1-momentum)·running + momentum·batch (running_var uses the unbiased variance,
+// as PyTorch does). Eval: normalise with the running statistics.
+template <typename T>
+void batchnorm_forward_train(T* out, T* save_mean, T* save_invstd, T* running_mean, T* running_var, const T* in,
+                             const T* gamma, const T* beta, int N, int C, int HW, T momentum, T eps);
+template <typename T>
+void batchnorm_forward_eval(T* out, const T* in, const T* gamma, const T* beta, const T* running_mean,
+                            const T* running_var, int N, int C, int HW, T eps);
+template <typename T>
+void batchnorm_backward(T* din, T* dgamma, T* dbeta, const T* dout, const T* in, const T* gamma,
+                        const T* save_mean, const T* save_invstd, int N, int C, int HW);
+
+// ---------------------------------------------------------------- activations, residual add
+template <typename T>
+void relu_forward(T* out, const T* in, int64_t n);
+// dout·[out > 0]; din may alias dout.
+template <typename T>
+void relu_backward(T* din, const T* dout, const T* out, int64_t n);
+// out = a + b (residual add). Its backward routes dout unchanged to both inputs.
+template <typename T>
+void add_forward(T* out, const T* a, const T* b, int64_t n);
+// acc += x (used to merge gradient paths)
+template <typename T>
+void accumulate(T* acc, const T* x, int64_t n);
+
+// ---------------------------------------------------------------- pooling
+struct Pool2dGeom {
+  int N = 1, C = 1, H = 1, W = 1;
+  int kernel = 2, stride = 2, pad = 0;
+  int P() const { return (H + 2 * pad - kernel) / stride + 1; }
+  int Q() const { return (W + 2 * pad - kernel) / stride + 1; }
+};
+// out [N, C, P, Q]; argmax [N, C, P, Q] holds the flat input index (within the N,C plane) of each max.
+template <typename T>
+void maxpool2d_forward(T* out, int32_t* argmax, const T* in, const Pool2dGeom& g);
+template <typename T>
+void maxpool2d_backward(T* din, const T* dout, const int32_t* argmax, const Pool2dGeom& g);
+// Average pooling counts padding as zeros (PyTorch's count_include_pad=True).
+template <typename T>
+void avgpool2d_forward(T* out, const T* in, const Pool2dGeom& g);
+template <typename T>
+void avgpool2d_backward(T* din, const T* dout, const Pool2dGeom& g);
+// out [N, C] = mean over HW of in [N, C, HW]
+template <typename T>
+void global_avgpool_forward(T* out, const T* in, int N, int C, int HW);
+template <typename T>
+void global_avgpool_backward(T* din, const T* dout, int N, int C, int HW);
+
+// ---------------------------------------------------------------- loss and metrics
+// Softmax cross-entropy with label smoothing ε: target = (1-ε)·onehot + ε/K.
+// probs [N, K] (saved for backward); returns the mean loss over N.
+template <typename T>
+T softmax_xent_forward(T* probs, const T* logits, const int32_t* labels, int N, int K, T label_smoothing);
+// dlogits [N, K] = (probs - target) · scale   (scale = 1/N for the mean loss)
+template <typename T>
+void softmax_xent_backward(T* dlogits, const T* probs, const int32_t* labels, int N, int K, T label_smoothing,
+                           T scale);
+// Number of rows whose arg-max equals the label.
+template <typename T>
+int64_t top1_correct(const T* logits, const int32_t* labels, int N, int K);
+
+}  // namespace hetrain::cpu
