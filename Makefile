@@ -108,13 +108,17 @@ ifeq ($(CONFIG),cuda)
   CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
   CXXFLAGS += -DHETRAIN_WITH_CUDA -I$(CUDA_HOME)/include
   NVCCFLAGS := -std=c++17 -O3 $(CUDA_ARCH) -Iinclude -Isrc -Xcompiler -fPIC,-Wall -MMD -MP
-  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lnccl -lcudart
+  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lnccl -lcudart
+  LDLIBS += $(CUDA_LIBS)
 endif
+CXX_PLAIN ?= g++
 
 # ---------------------------------------------------------------- sources
 # One archive per subsystem folder; link order runs from the top of the architecture to the bottom.
 SUBSYSTEMS := train dist data nn cpu cuda core
-srcs_of = $(wildcard src/$(1)/*.cpp) $(if $(filter cuda,$(1)),$(if $(USE_CUDA),$(wildcard src/cuda/*.cu) $(wildcard kernels/*.cu)),)
+# src/cuda holds the CUDA backend (*.cu, *.cpp) and, in src/cuda/stubs/, what a CPU-only build gets instead:
+# the same functions, failing loudly ("built without CUDA"), so public headers never change with the build.
+srcs_of = $(if $(filter cuda,$(1)),$(if $(USE_CUDA),$(wildcard src/cuda/*.cu src/cuda/*.cpp kernels/*.cu),$(wildcard src/cuda/stubs/*.cpp)),$(wildcard src/$(1)/*.cpp))
 objs_of = $(patsubst %,$(OBJ)/%.o,$(basename $(call srcs_of,$(1))))
 lib_of = $(OBJ)/lib/libht_$(1).a
 ALL_LIBS := $(foreach s,$(SUBSYSTEMS),$(call lib_of,$(s)))
@@ -134,14 +138,19 @@ $(OBJ)/%.o: %.cu
 	@echo "  NVCC $<"
 	@$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
+# build/bin holds the binaries of the configuration built last: a stamp that changes with the
+# configuration makes every binary relink when CUDA=0/1 switches.
+CONFIG_STAMP := $(BIN)/.configuration
+$(shell mkdir -p $(BIN); [ "$$(cat $(CONFIG_STAMP) 2>/dev/null)" = "$(CONFIG)" ] || echo $(CONFIG) > $(CONFIG_STAMP))
+
 # ---------------------------------------------------------------- programs
 APPS := hetrain hetrain-pack
-$(BIN)/hetrain: $(OBJ)/src/apps/hetrain_main.o $(ALL_LIBS)
+$(BIN)/hetrain: $(OBJ)/src/apps/hetrain_main.o $(ALL_LIBS) $(CONFIG_STAMP)
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
 	@$(MPICXX) -o $@ $< $(ALL_LIBS) $(LDLIBS)
 
-$(BIN)/hetrain-pack: $(OBJ)/data_tools/hetrain_pack.o $(patsubst %,$(OBJ)/%.o,$(basename $(filter-out data_tools/hetrain_pack.cpp,$(wildcard data_tools/*.cpp)))) $(ALL_LIBS)
+$(BIN)/hetrain-pack: $(CONFIG_STAMP) $(OBJ)/data_tools/hetrain_pack.o $(patsubst %,$(OBJ)/%.o,$(basename $(filter-out data_tools/hetrain_pack.cpp,$(wildcard data_tools/*.cpp)))) $(ALL_LIBS)
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
 	@$(MPICXX) -o $@ $(filter %.o,$^) $(ALL_LIBS) $(LDLIBS)
@@ -152,19 +161,28 @@ $(BIN)/hetrain-pack: $(OBJ)/data_tools/hetrain_pack.o $(patsubst %,$(OBJ)/%.o,$(
 # HDF5 or Boost so it runs on a bare GPU machine.
 TEST_GROUPS := $(notdir $(patsubst %/,%,$(dir $(wildcard test/*/*.cpp))))
 TEST_GROUPS := $(sort $(filter-out e2e gpu,$(TEST_GROUPS)))
+GPU_TEST_OBJS := $(patsubst %,$(OBJ)/%.o,$(basename $(wildcard test/gpu/*.cpp)))
 TEST_BINS := $(patsubst %,$(BIN)/test_%,$(TEST_GROUPS))
 test_objs = $(patsubst %,$(OBJ)/%.o,$(basename $(wildcard test/$(1)/*.cpp)))
 GTEST_MAIN = $(if $(filter %_mpi,$(1)),$(OBJ)/test/mpi_main.o,-lgtest_main)
 
-$(BIN)/test_%: $$(call test_objs,%) $(ALL_LIBS) $$(if $$(filter %_mpi,$$*),$(OBJ)/test/mpi_main.o)
+$(BIN)/test_%: $$(call test_objs,%) $(ALL_LIBS) $(CONFIG_STAMP) $$(if $$(filter %_mpi,$$*),$(OBJ)/test/mpi_main.o)
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
 	@$(MPICXX) -o $@ $(call test_objs,$*) $(if $(filter %_mpi,$*),$(OBJ)/test/mpi_main.o) $(ALL_LIBS) -lgtest $(if $(filter %_mpi,$*),,-lgtest_main) $(LDLIBS)
 
-# ---------------------------------------------------------------- top-level targets
-.PHONY: all check-deps deps test demo bench clean help gpu-check
+# The GPU op tests link no MPI, HDF5 or Boost, so the binary runs on a bare GPU machine. Without a GPU (or
+# in a CPU-only build) every test reports itself skipped.
+GPU_TEST_LIBS := $(call lib_of,cuda) $(call lib_of,cpu) $(call lib_of,core)
+$(BIN)/test_gpu: $(GPU_TEST_OBJS) $(GPU_TEST_LIBS) $(CONFIG_STAMP)
+	@mkdir -p $(BIN)
+	@echo "  LD   $@"
+	@$(CXX_PLAIN) -o $@ $(GPU_TEST_OBJS) $(GPU_TEST_LIBS) -lgtest -lgtest_main $(BLAS_LIBS) -fopenmp -pthread $(CUDA_LIBS)
 
-all: check-deps $(BIN)/hetrain $(BIN)/hetrain-pack $(TEST_BINS)
+# ---------------------------------------------------------------- top-level targets
+.PHONY: all check-deps deps test demo bench clean help gpu-check gpu-bundle
+
+all: check-deps $(BIN)/hetrain $(BIN)/hetrain-pack $(TEST_BINS) $(if $(GPU_TEST_OBJS),$(BIN)/test_gpu)
 
 check-deps:
 ifneq ($(REQUIRED_MISSING),)
@@ -182,6 +200,15 @@ demo:
 	@scripts/install-deps.sh
 	@$(MAKE) --no-print-directory all
 	@scripts/demo.sh
+
+# GPU checks: the op parity tests (+ benchmarks when built) with results under $(OUT) (default build/gpu-check).
+gpu-check: $(BIN)/test_gpu
+	@scripts/gpu-check.sh $(or $(OUT),build/gpu-check)
+
+# A folder that carries test_gpu and the shared libraries it needs to a bare GPU machine.
+gpu-bundle:
+	@$(MAKE) --no-print-directory CUDA=1 $(BIN)/test_gpu
+	@scripts/gpu-bundle.sh $(or $(DEST),build/gpu-bundle)
 
 bench: all
 	@scripts/install-deps.sh --with-python

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian packages hetrain needs. Idempotent: installs only what is missing.
-# Usage: scripts/install-deps.sh [--with-python] [--with-slurm]
+# Usage: scripts/install-deps.sh [--with-python]   (adds numpy, h5py and PyTorch for the benchmarks)
 set -euo pipefail
 
 core=(build-essential pkg-config libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libhdf5-dev hdf5-tools
       libboost-program-options-dev libopenblas-dev zlib1g-dev libturbojpeg0-dev libpng-dev
-      libgtest-dev libbenchmark-dev dataset-fashion-mnist)
+      libgtest-dev libbenchmark-dev dataset-fashion-mnist python3
+      slurmctld slurmd slurm-client munge)
 extra=()
 for arg in "$@"; do
   case "$arg" in
     --with-python) extra+=(python3-numpy python3-h5py python3-torch) ;;
-    --with-slurm)  extra+=(slurmctld slurmd slurm-client munge) ;;
-    *) echo "install-deps: unknown option '$arg' (use --with-python, --with-slurm)" >&2; exit 2 ;;
+    *) echo "install-deps: unknown option '$arg' (only --with-python is known)" >&2; exit 2 ;;
   esac
 done
 

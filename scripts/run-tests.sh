@@ -64,6 +64,7 @@ for bin in "$BIN"/test_*; do
 done
 
 for script in test/e2e/*.sh; do
+  [[ "$(basename "$script")" == lib* ]] && continue
   [ -f "$script" ] || continue
   name=$(basename "$script" .sh)
   [ -n "$pattern" ] && [[ "$name" != *"$pattern"* ]] && continue

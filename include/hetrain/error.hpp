@@ -24,6 +24,14 @@ class Error : public std::runtime_error {
   int line_;
 };
 
+// An error that EVERY rank has detected and agreed on (bad input found during validation, before the
+// first collective of training). main() prints it once, on rank 0, and all ranks exit cleanly, instead of
+// the MPI_Abort path used when a single rank fails.
+class AgreedError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Rank and host that every Error message carries from now on ("rank 3 on node17").
 // Set once by the MPI world at start-up; before that errors carry no rank.
 void set_error_context(int rank, const std::string& host);

@@ -6,6 +6,9 @@
 // ACCUMULATE (+=) parameter gradients (dweight, dbias, dgamma, dbeta), so the flat gradient buffer is
 // zeroed once per step. A null gradient pointer means "not needed" (e.g. din of the first layer).
 // Each optimised op has a *_naive twin used as the test reference.
+// N = 0 (a rank with no samples this step) is allowed everywhere and does nothing (parameter gradients are
+// left as they are). Passing a literal nullptr needs the type spelled out: conv2d_backward<float>(nullptr, …).
+// Bad sizes or labels throw hetrain::Error naming the op.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +24,11 @@ struct Conv2dGeom {
   int P() const { return (H + 2 * pad - R) / stride + 1; }  // output height
   int Q() const { return (W + 2 * pad - S) / stride + 1; }  // output width
 };
-// Scratch floats the conv needs (im2col columns); callers may pass a bigger buffer.
+// Scratch elements (of T) the conv needs; callers may pass a bigger buffer, and its contents need not be
+// initialised. Rule: 0 for 1×1 stride-1 unpadded convs (GEMM straight on the input); otherwise the im2col
+// columns of a group of nb = min(N, ceil(1024 / (P·Q))) samples, C·R·S × nb·P·Q, plus K × nb·P·Q for the
+// group's GEMM output when nb > 1. Non-decreasing in N: a buffer sized for the largest batch fits any
+// smaller one. Forward and backward need the same size.
 int64_t conv2d_workspace_size(const Conv2dGeom& g);
 
 // out [N, K, P, Q]; bias [K] or null.
@@ -48,6 +55,8 @@ void linear_backward(T* din, T* dweight, T* dbias, const T* dout, const T* in, c
 // Training: normalise with batch statistics, save mean and 1/sqrt(var+eps) [C] for backward, update
 // running stats: running = (1-momentum)·running + momentum·batch (running_var uses the unbiased variance,
 // as PyTorch does). Eval: normalise with the running statistics.
+// Null running_mean/running_var: not updated. Null gamma/beta: 1/0. Training needs N·HW > 1 (as PyTorch).
+// Statistics are two-pass in double; saved mean/invstd use the biased variance.
 template <typename T>
 void batchnorm_forward_train(T* out, T* save_mean, T* save_invstd, T* running_mean, T* running_var, const T* in,
                              const T* gamma, const T* beta, int N, int C, int HW, T momentum, T eps);

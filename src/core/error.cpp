@@ -1,6 +1,5 @@
 #include "hetrain/error.hpp"
 
-#include <cstdio>
 #include <cstring>
 
 namespace hetrain {
@@ -34,13 +33,3 @@ Error::Error(const std::string& message, const char* file, int line)
 
 }  // namespace hetrain
 
-#include <mpi.h>
-
-namespace hetrain {
-void detail_mpi_fail(const char* call, int rc, const char* file, int line) {
-  char text[MPI_MAX_ERROR_STRING] = {0};
-  int len = 0;
-  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) std::snprintf(text, sizeof text, "code %d", rc);
-  throw Error(detail::concat("MPI call ", call, " failed: ", text), file, line);
-}
-}  // namespace hetrain

@@ -1,0 +1,218 @@
+// hetrain-pack — converts image datasets into hetrain's HDF5 format (docs/dataset-format.md).
+//
+//   hetrain-pack idx --images I.gz --labels L.gz -o train.h5
+//   hetrain-pack cifar data_batch_*.bin -o cifar10.h5 --val-fraction 0.1 --val-output val.h5
+//   mpirun -n 8 hetrain-pack folder --root imagenet/train --size 224 --shards 256 -o train.h5
+//   hetrain-pack synthetic --count 10000 --size 32 --channels 3 --classes 10 -o synth.h5
+//   hetrain-pack inspect train.h5 --verify
+#include <mpi.h>
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "data/pack.hpp"
+#include "hetrain/error.hpp"
+#include "tools.hpp"
+
+namespace po = boost::program_options;
+using namespace hetrain;
+using namespace hetrain::data;
+
+namespace {
+const char* kUsage =
+    "usage: hetrain-pack COMMAND [options]\n"
+    "Converts image datasets into hetrain's HDF5 dataset format (docs/dataset-format.md).\n\n"
+    "commands:\n"
+    "  idx        MNIST-format IDX files, plain or gzip (e.g. Fashion-MNIST)\n"
+    "  cifar      CIFAR-10 / CIFAR-100 binary batch files\n"
+    "  folder     an ImageFolder tree of JPEG/PNG images (one sub-folder per class); parallel under mpirun\n"
+    "  synthetic  seeded images with a learnable class structure (tests, benchmarks)\n"
+    "  inspect    print a dataset's format, counts, classes, mean/std and shards; --verify checks it\n\n"
+    "'hetrain-pack COMMAND --help' lists the options of a command.\n";
+
+po::options_description output_options(PackOptions& o, int& gzip, bool& no_progress) {
+  po::options_description d("output options");
+  d.add_options()
+      ("output,o", po::value(&o.output)->required(), "output file (the index file when sharded)")
+      ("shards", po::value(&o.shards)->default_value(1), "number of shard files (1 = one plain file)")
+      ("shard-size", po::value(&o.shard_size)->default_value(0),
+       "at most this many samples per shard (overrides --shards)")
+      ("chunk-samples", po::value(&o.write.chunk_samples)->default_value(0),
+       "samples per HDF5 chunk along N (0 = auto, about 64 KiB per chunk)")
+      ("compression", po::value(&gzip)->default_value(0), "gzip level 0-9 (0 = uncompressed, fastest reads)")
+      ("val-fraction", po::value(&o.val_fraction)->default_value(0.0),
+       "fraction of the samples moved to a validation set (seeded selection)")
+      ("val-output", po::value(&o.val_output), "where the validation set goes (with --val-fraction)")
+      ("split-seed", po::value(&o.split_seed)->default_value(0), "seed of the validation selection")
+      ("no-progress", po::bool_switch(&no_progress), "no progress output on stderr");
+  return d;
+}
+
+std::vector<std::string> split_names(const std::string& s) {
+  std::vector<std::string> out;
+  if (s.empty()) return out;
+  size_t start = 0;
+  for (;;) {
+    size_t comma = s.find(',', start);
+    out.push_back(s.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  HT_CHECK(in, path, ": cannot open class-name file");
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line != "\r") out.push_back(line.back() == '\r' ? line.substr(0, line.size() - 1) : line);
+  return out;
+}
+
+// Parses args; returns false after printing help.
+bool parse(const std::string& cmd, const std::vector<std::string>& args, po::options_description& own,
+           po::options_description& out, po::variables_map& vm, const po::positional_options_description* pos,
+           const char* what) {
+  po::options_description all;
+  all.add(own).add(out).add_options()("help,h", "this help");
+  po::command_line_parser p(args);
+  p.options(all);
+  if (pos) p.positional(*pos);
+  po::store(p.run(), vm);
+  if (vm.count("help")) {
+    std::cout << "usage: hetrain-pack " << cmd << " [options]\n" << what << "\n\n" << all << "\n";
+    return false;
+  }
+  po::notify(vm);
+  return true;
+}
+
+int run(int argc, char** argv, MPI_Comm comm) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::cout << kUsage;
+    return argc < 2 ? 1 : 0;
+  }
+  std::string cmd = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (cmd == "inspect") return tools::inspect_main(args);
+
+  PackOptions opt;
+  opt.comm = comm;
+  int gzip = 0;
+  bool no_progress = false;
+  po::options_description out = output_options(opt, gzip, no_progress);
+  po::variables_map vm;
+  std::unique_ptr<SampleSource> src;
+  std::string class_names, class_names_file;
+
+  if (cmd == "idx") {
+    std::string images, labels;
+    int classes = 0;
+    po::options_description own("idx options");
+    own.add_options()
+        ("images", po::value(&images)->required(), "IDX image file (idx3-ubyte, plain or .gz)")
+        ("labels", po::value(&labels)->required(), "IDX label file (idx1-ubyte, plain or .gz)")
+        ("classes", po::value(&classes)->default_value(0), "number of classes (0 = from the labels, at least 10)")
+        ("class-names", po::value(&class_names), "comma-separated class names");
+    if (!parse(cmd, args, own, out, vm, nullptr, "Packs MNIST-format IDX files (plain or gzip).")) return 0;
+    src = open_idx(images, labels, classes, split_names(class_names));
+  } else if (cmd == "cifar") {
+    std::vector<std::string> files;
+    int variant = 10;
+    std::string label = "fine";
+    po::options_description own("cifar options");
+    own.add_options()
+        ("batch", po::value(&files)->multitoken()->required(), "binary batch files (also positional)")
+        ("variant", po::value(&variant)->default_value(10), "10 (CIFAR-10) or 100 (CIFAR-100)")
+        ("label", po::value(&label)->default_value("fine"), "CIFAR-100 label: fine (100 classes) or coarse (20)")
+        ("class-names", po::value(&class_names), "comma-separated class names")
+        ("class-names-file", po::value(&class_names_file),
+         "class names one per line (batches.meta.txt, fine_label_names.txt)");
+    po::positional_options_description pos;
+    pos.add("batch", -1);
+    if (!parse(cmd, args, own, out, vm, &pos, "Packs CIFAR-10/100 binary batches.")) return 0;
+    HT_CHECK(label == "fine" || label == "coarse", "--label must be fine or coarse, got '", label, "'");
+    auto names = class_names_file.empty() ? split_names(class_names) : read_lines(class_names_file);
+    src = open_cifar(files, variant, label == "fine", names);
+  } else if (cmd == "folder") {
+    std::string root;
+    int size = 224, channels = 3;
+    po::options_description own("folder options");
+    own.add_options()
+        ("root", po::value(&root)->required(), "ImageFolder root: one sub-folder per class (also positional)")
+        ("size", po::value(&size)->default_value(224), "output size: shorter side resized to it, centre crop")
+        ("channels", po::value(&channels)->default_value(3), "3 = RGB, 1 = greyscale");
+    po::positional_options_description pos;
+    pos.add("root", 1);
+    if (!parse(cmd, args, own, out, vm, &pos,
+               "Packs an ImageFolder tree of JPEG/PNG files. Under mpirun each rank writes its own shards."))
+      return 0;
+    src = open_folder(root, size, channels);
+  } else if (cmd == "synthetic") {
+    int64_t count = 1000;
+    int channels = 3, size = 32, height = 0, width = 0, classes = 10;
+    uint64_t seed = 1;
+    po::options_description own("synthetic options");
+    own.add_options()
+        ("count", po::value(&count)->default_value(1000), "number of samples")
+        ("channels", po::value(&channels)->default_value(3), "channels per image")
+        ("size", po::value(&size)->default_value(32), "height and width")
+        ("height", po::value(&height)->default_value(0), "height (overrides --size)")
+        ("width", po::value(&width)->default_value(0), "width (overrides --size)")
+        ("classes", po::value(&classes)->default_value(10), "number of classes")
+        ("seed", po::value(&seed)->default_value(1), "generator seed (same seed, same dataset)");
+    if (!parse(cmd, args, own, out, vm, nullptr, "Writes seeded synthetic images with a learnable class structure."))
+      return 0;
+    src = open_synthetic(seed, count, channels, height ? height : size, width ? width : size, classes);
+  } else {
+    HT_THROW("unknown command '", cmd, "' (try hetrain-pack --help)");
+  }
+  opt.write.gzip_level = gzip;
+  opt.progress = !no_progress;
+  PackResult r = pack(*src, opt);
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  if (rank == 0) {
+    std::printf("wrote %s: %lld samples", opt.output.c_str(), (long long)r.train_count);
+    if (r.val_count) std::printf("; %s: %lld samples", opt.val_output.c_str(), (long long)r.val_count);
+    std::printf(" (%zu files)\n", r.files.size());
+  }
+  return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int size = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int rc = 0;
+  std::string message;
+  try {
+    rc = run(argc, argv, MPI_COMM_WORLD);
+  } catch (const hetrain::Error& e) {
+    message = e.message();
+  } catch (const po::error& e) {
+    message = std::string(e.what()) + " (see hetrain-pack " + (argc > 1 ? argv[1] : "") + " --help)";
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  if (!message.empty()) {
+    // pack() fails on every rank together; only the rank that hit the problem says why.
+    bool echo = message.rfind("stopping: another rank failed", 0) == 0;
+    if (echo) {
+    } else if (size > 1)
+      std::fprintf(stderr, "hetrain-pack: error: rank %d: %s\n", rank, message.c_str());
+    else
+      std::fprintf(stderr, "hetrain-pack: error: %s\n", message.c_str());
+    std::fflush(stderr);
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    rc = 1;
+  }
+  MPI_Finalize();
+  return rc;
+}

@@ -1,0 +1,203 @@
+// hetrain/cuda.hpp — the CUDA backend: device queries, device memory, custom kernels, NCCL, cuDNN conv.
+//
+// The same text in every build configuration, and no CUDA header behind it: a CPU-only build links stubs
+// (src/cuda/stubs/) that report 0 devices and throw "built without CUDA: rebuild with CUDA=1" from every
+// other function. Streams are CUstream_st* (the type cudaStream_t names), forward-declared here; nullptr
+// is the legacy default stream.
+//
+// Kernel launchers (namespace hetrain::cuda) follow the CPU ops of hetrain/ops.hpp: raw DEVICE pointers,
+// outputs first, shapes in comments. They check their arguments on the host, enqueue on the given stream
+// and return without waiting; launch errors throw hetrain::Error.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hetrain/ops.hpp"
+
+struct CUstream_st;
+
+namespace hetrain {
+
+using CudaStream = CUstream_st*;
+
+// ---------------------------------------------------------------- device queries
+bool cuda_built();         // true when this binary was built with CUDA=1
+int cuda_device_count();   // 0 when no GPU or no driver answers (never throws for that)
+// One line for notices and skip messages: "2 CUDA devices", "no CUDA device: cudaErrorInsufficientDriver (35)
+// ...", "built without CUDA".
+std::string cuda_status();
+struct CudaDeviceInfo {
+  int index = -1;
+  std::string name;
+  size_t total_bytes = 0, free_bytes = 0;
+  int cc_major = 0, cc_minor = 0;
+};
+CudaDeviceInfo cuda_device_info(int index);  // makes `index` the current device of this thread
+// Each rank takes GPU local_rank % count; throws when there is no GPU. Returns the device index.
+int cuda_select_device(int local_rank);
+
+namespace cuda {
+
+// ---------------------------------------------------------------- memory and streams
+void* device_alloc(size_t bytes);          // cudaMalloc; throws with the size and free memory on failure
+void device_free(void* p) noexcept;        // null is fine; errors are ignored (safe in destructors)
+void* host_pinned_alloc(size_t bytes);     // page-locked host memory, for asynchronous copies
+void host_pinned_free(void* p) noexcept;
+void copy_to_device(void* dst, const void* src, size_t bytes, CudaStream stream = nullptr);  // async
+void copy_to_host(void* dst, const void* src, size_t bytes, CudaStream stream = nullptr);    // async
+void copy_device(void* dst, const void* src, size_t bytes, CudaStream stream = nullptr);     // async
+void memset_zero(void* p, size_t bytes, CudaStream stream = nullptr);
+CudaStream stream_create();  // non-blocking stream
+void stream_destroy(CudaStream s) noexcept;
+void stream_synchronize(CudaStream s);
+void device_synchronize();
+
+// Owning device array of n elements of T (uninitialised). Move-only.
+template <typename T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t n) : n_(n), p_(static_cast<T*>(device_alloc(n * sizeof(T)))) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept : n_(o.n_), p_(o.p_) { o.n_ = 0, o.p_ = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) { device_free(p_); n_ = o.n_, p_ = o.p_, o.n_ = 0, o.p_ = nullptr; }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { device_free(p_); }
+  T* data() const { return p_; }
+  size_t size() const { return n_; }
+  // Synchronous helpers for tests and set-up (stream 0, then wait).
+  void upload(const std::vector<T>& host) {
+    copy_to_device(p_, host.data(), std::min(host.size(), n_) * sizeof(T));
+    device_synchronize();
+  }
+  std::vector<T> download() const {
+    std::vector<T> host(n_);
+    copy_to_host(host.data(), p_, n_ * sizeof(T));
+    device_synchronize();
+    return host;
+  }
+
+ private:
+  size_t n_ = 0;
+  T* p_ = nullptr;
+};
+
+// ---------------------------------------------------------------- loss and metrics (kernels/softmax_xent.cu)
+// One block per row. probs [N, K]; row_loss [N] = -Σ_k target_k·log p_k with target = (1-ε)·onehot + ε/K
+// (the mean over rows is cpu::softmax_xent_forward's return value). A label outside [0, K) gives a NaN loss
+// for that row (kernels cannot throw; the NaN check catches it).
+void softmax_xent_forward(float* probs, float* row_loss, const float* logits, const int32_t* labels, int N, int K,
+                          float label_smoothing, CudaStream stream);
+// dlogits [N, K] = (probs - target)·scale; dlogits may alias probs.
+void softmax_xent_backward(float* dlogits, const float* probs, const int32_t* labels, int N, int K,
+                           float label_smoothing, float scale, CudaStream stream);
+// *count += number of rows of logits [N, K] whose first arg-max equals the label. count: one device int64.
+void top1_correct(int64_t* count, const float* logits, const int32_t* labels, int N, int K, CudaStream stream);
+
+// ---------------------------------------------------------------- elementwise (kernels/elementwise.cu)
+// out [n] = a + b (residual add); out may alias a or b.
+void add_forward(float* out, const float* a, const float* b, int64_t n, CudaStream stream);
+// acc [n] += x (merging gradient paths)
+void accumulate(float* acc, const float* x, int64_t n, CudaStream stream);
+// *count += number of NaN/±Inf elements of x [n]. count: one device int64 (zero it first).
+void count_nonfinite(int64_t* count, const float* x, int64_t n, CudaStream stream);
+
+// ---------------------------------------------------------------- optimizer (kernels/sgd_update.cu)
+// PyTorch's SGD fused with the gradient scale, element i:
+//   g = grad_scale·grad[i] + weight_decay·(decay_mask ? decay_mask[i] : 1)·param[i]
+//   v = momentum·v + g;  step = nesterov ? g + momentum·v : v;  param[i] -= lr·step
+// With momentum == 0 the step is g and velocity is not touched (may be null). decay_mask [n] holds factors
+// (usually 0 or 1: no decay on BN parameters and biases); null decays every element.
+struct SgdStep {
+  float lr = 0.1f;
+  float momentum = 0.9f;
+  bool nesterov = false;
+  float weight_decay = 0.0f;
+  float grad_scale = 1.0f;  // e.g. b_r/B when the local gradient is a mean over b_r samples
+};
+void sgd_update(float* param, float* velocity, const float* grad, const float* decay_mask, int64_t n,
+                const SgdStep& step, CudaStream stream);
+
+// ---------------------------------------------------------------- input pipeline (kernels/normalize_crop_flip.cu)
+// uint8 images in [N, C, H, W] → float out [N, C, out_h, out_w]:
+//   out[n,c,y,x] = (in[n,c,y0+y-pad, x0+x'-pad] / 255 - mean[c]) / std[c],  x' = flip ? out_w-1-x : x
+// where (y0, x0, flip) = crop_flip[n, 0..2] index the zero-padded image (0 ≤ y0 ≤ H+2·pad-out_h). Pixels in
+// the padding read as 0 before normalisation (torchvision's RandomCrop(padding) + Normalize). The offsets
+// and flags are drawn on the host from the data seed, so CPU and GPU ranks augment identically.
+// crop_flip == null: no crop and no flip (requires out_h == H, out_w == W, pad == 0), for evaluation.
+constexpr int kMaxImageChannels = 4;
+struct ImageGeom {
+  int N = 1, C = 3, H = 32, W = 32;
+  int out_h = 32, out_w = 32, pad = 0;
+  float mean[kMaxImageChannels] = {0, 0, 0, 0};
+  float std[kMaxImageChannels] = {1, 1, 1, 1};
+};
+void normalize_crop_flip(float* out, const uint8_t* in, const int32_t* crop_flip /*[N, 3] or null*/,
+                         const ImageGeom& g, CudaStream stream);
+
+// ---------------------------------------------------------------- NCCL (src/cuda/nccl_communicator.cpp)
+// The unique id travels as bytes, so this class needs no MPI: rank 0 calls nccl_unique_id(), the caller
+// broadcasts the bytes (MPI_Bcast), every rank constructs the communicator with them.
+using NcclIdBytes = std::array<char, 128>;  // NCCL_UNIQUE_ID_BYTES
+NcclIdBytes nccl_unique_id();
+class NcclCommunicator {
+ public:
+  // Collective over all `size` ranks; the current device must be selected first. timeout_s bounds every
+  // wait: an operation still running after it, or an asynchronous NCCL error, aborts the communicator
+  // and throws (the caller then ends the job).
+  NcclCommunicator(int rank, int size, const NcclIdBytes& id, double timeout_s = 600.0);
+  ~NcclCommunicator();
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+  int rank() const;
+  int size() const;
+  // In place sum over ranks of dev [n] (device memory), on the communicator's own stream. The stream first
+  // waits for `after` (work that produced dev); returns when the reduction has finished.
+  void allreduce_sum(float* dev, int64_t n, CudaStream after = nullptr);
+  CudaStream stream() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------- cuDNN convolution (src/cuda/conv_cudnn.cpp)
+// NCHW float convolution through cuDNN with the same contract as cpu::conv2d_*: forward overwrites out and
+// adds bias; backward overwrites din (when non-null) and ACCUMULATES dweight and dbias (dbias may be null).
+// The algorithms are chosen once per shape (cached for the process) among those whose workspace fits
+// max_workspace_bytes. TF32 tensor-core math is allowed only when allow_tf32 is true.
+struct CudnnConvOptions {
+  size_t max_workspace_bytes = size_t(256) << 20;
+  bool allow_tf32 = false;
+  bool deterministic = false;  // only algorithms whose results do not depend on scheduling
+};
+class CudnnConv2d {
+ public:
+  CudnnConv2d(const cpu::Conv2dGeom& g, const CudnnConvOptions& options = {});
+  ~CudnnConv2d();
+  CudnnConv2d(const CudnnConv2d&) = delete;
+  CudnnConv2d& operator=(const CudnnConv2d&) = delete;
+  void forward(float* out, const float* in, const float* weight, const float* bias, CudaStream stream);
+  void backward(float* din, float* dweight, float* dbias, const float* dout, const float* in, const float* weight,
+                CudaStream stream);
+  // Names of the chosen algorithms, e.g. "fwd=IMPLICIT_PRECOMP_GEMM bwd_data=1 bwd_filter=1", and the
+  // workspace they use.
+  std::string algorithms() const;
+  size_t workspace_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cuda
+}  // namespace hetrain

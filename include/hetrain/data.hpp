@@ -1,0 +1,155 @@
+// hetrain/data.hpp — datasets: the HDF5 format v1 reader, the epoch plan, augmentation and the prefetcher.
+//
+// Format (docs/dataset-format.md): uint8 /images [N, C, H, W], int32 /labels [N], root attributes
+// format="hetrain-dataset", version=1, num_classes, class_names, mean, std, source, created. A big dataset
+// is an index file listing shard files; Dataset opens either as one logical dataset and opens a shard only
+// when a read touches it.
+//
+// HDF5 here is built without thread safety: every HDF5 call in hetrain (reader thread, checkpoints, tools)
+// must hold hdf5_mutex().
+#pragma once
+
+#include <mpi.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hetrain/tensor.hpp"
+
+namespace hetrain::data {
+
+constexpr const char* kFormatName = "hetrain-dataset";
+constexpr int kFormatVersion = 1;
+
+// The process-wide lock for the (non-thread-safe) HDF5 library.
+std::mutex& hdf5_mutex();
+
+struct DatasetInfo {
+  std::string path;
+  int64_t num_samples = 0;
+  int channels = 0, height = 0, width = 0, num_classes = 0;
+  std::vector<std::string> class_names;
+  std::vector<float> mean, std;  // per channel, on the [0,1] pixel scale
+  std::string source, created;
+  std::vector<std::string> shard_files;  // absolute or relative to cwd; one entry (path) for a single file
+  std::vector<int64_t> shard_counts;
+  int64_t sample_bytes() const { return int64_t(channels) * height * width; }
+};
+
+class Dataset {  // one logical dataset: a single file or a shard index + shard files
+ public:
+  // Validates format name/version, shapes, counts; clear hetrain::Error naming the file and problem.
+  static std::unique_ptr<Dataset> open(const std::string& path);
+  ~Dataset();
+  const DatasetInfo& info() const { return info_; }
+  // Reads the given samples (any order, duplicates allowed) into images [n, C, H, W] uint8 and labels [n];
+  // coalesces runs of consecutive indices into one hyperslab read; opens only the shards it touches.
+  // labels may be null. Not reentrant: one reader thread per Dataset.
+  void read(const std::vector<int64_t>& indices, uint8_t* images, int32_t* labels);
+  // Optional per-node in-memory cache: all ranks of node_comm share one copy in an MPI shared-memory window.
+  // Collective over node_comm (every rank calls it); each node rank loads a slice, then reads come from memory.
+  // The window is freed in the destructor, which is then collective too: destroy on all node ranks.
+  void enable_node_cache(MPI_Comm node_comm);
+  // Every label in sample order (opens every shard; labels are kept in memory anyway).
+  std::vector<int32_t> all_labels();
+  bool node_cache_enabled() const { return cache_ != nullptr; }
+  // Diagnostics: shards opened so far and H5Dread calls issued (coalescing tests, benchmarks).
+  int shards_opened() const;
+  int64_t read_calls() const { return read_calls_; }
+
+  struct Shard;  // implementation detail (src/data/dataset.cpp)
+
+ private:
+  Dataset() = default;
+  Shard& shard(int s);  // opens on first use
+  DatasetInfo info_;
+  std::vector<int64_t> shard_begin_;  // first global index of each shard, plus N at the end
+  std::vector<std::unique_ptr<Shard>> shards_;
+  int64_t read_calls_ = 0;
+  // node cache
+  MPI_Win cache_win_ = MPI_WIN_NULL;
+  const uint8_t* cache_ = nullptr;
+  std::vector<int32_t> cache_labels_;
+};
+
+enum class LastBatch { Drop, Partial };
+
+class EpochPlan {  // seeded permutation per epoch, identical on every rank without communication
+ public:
+  EpochPlan(uint64_t seed, int64_t num_samples, int64_t global_batch, LastBatch last, bool shuffle = true);
+  int64_t steps_per_epoch() const { return steps_; }
+  int64_t batch_size(int64_t step) const;  // global batch of that step (smaller for a Partial last batch)
+  // Sample indices [offset, offset+count) of step `step` of epoch `epoch` — the slice of rank r is
+  // offset = Σ_{q<r} b_q, count = b_r. Thread-safe.
+  std::vector<int64_t> slice(int64_t epoch, int64_t step, int64_t offset, int64_t count) const;
+  // The whole permutation of an epoch (tests, tools).
+  std::vector<int64_t> permutation(int64_t epoch) const;
+
+ private:
+  uint64_t seed_;
+  int64_t n_, batch_, steps_;
+  bool shuffle_;
+  mutable std::mutex mu_;
+  mutable int64_t cached_epoch_ = -1;
+  mutable std::vector<int64_t> cached_perm_;
+};
+
+struct AugmentConfig {
+  bool random_crop = false;
+  int crop_padding = 4;
+  bool hflip = false;
+};
+
+// images: n samples of C×H×W uint8 → out float [n, C, H, W]: optional random crop (zero padding) and
+// horizontal flip, then (x/255 − mean[c]) / std[c]. Sample i draws from seed (aug_seed, i) only, so the
+// result does not depend on `threads`.
+void augment_batch(const uint8_t* images, int64_t n, const DatasetInfo& info, bool augment,
+                   const AugmentConfig& aug, uint64_t aug_seed, float* out, int threads);
+
+struct Batch {
+  Tensor images;  // float [n, C, H, W] normalised with the dataset mean/std
+  std::vector<int32_t> labels;
+  std::vector<int64_t> indices;
+  double wait_seconds = 0;  // time next() blocked
+};
+
+class Prefetcher {  // background reader thread + CPU augmentation threads, `depth` batches ahead
+ public:
+  Prefetcher(Dataset& ds, int depth, int augment_threads);
+  ~Prefetcher();
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+  // Queue one batch: read `indices`, augment when `augment` (seeded by aug_seed: same seed → same result).
+  void submit(std::vector<int64_t> indices, bool augment, const AugmentConfig& aug, uint64_t aug_seed);
+  Batch next();  // batches come back in submission order; rethrows reader errors
+  int64_t pending() const;  // submitted and not yet returned by next()
+
+ private:
+  struct Job {
+    std::vector<int64_t> indices;
+    bool augment;
+    AugmentConfig aug;
+    uint64_t seed;
+    Batch result;
+    std::exception_ptr error;
+    bool done = false;
+  };
+  void run();
+  Dataset& ds_;
+  int depth_, threads_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> jobs_;  // submission order; front is the next to return
+  size_t next_to_work_ = 0;                // index into jobs_ of the first job not yet started
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace hetrain::data

@@ -1,0 +1,14 @@
+// hetrain/dist.hpp — the distributed machinery of synchronous heterogeneity-aware data parallelism.
+//
+//   dist/world.hpp         MPI start-up, rank/host facts, abort, config and replica checks
+//   dist/communicator.hpp  gradient reduction interface (MPI here; NCCL in the CUDA backend)
+//   dist/balance.hpp       cost model, split solver, balancing decisions (pure, no MPI)
+//   dist/balancer.hpp      the Balancer every rank calls each step (allgathers fitted models)
+//   dist/emulate.hpp       emulated heterogeneity (sleeps) for tests and benchmarks
+#pragma once
+
+#include "hetrain/dist/balance.hpp"
+#include "hetrain/dist/balancer.hpp"
+#include "hetrain/dist/communicator.hpp"
+#include "hetrain/dist/emulate.hpp"
+#include "hetrain/dist/world.hpp"

@@ -1,0 +1,129 @@
+// hetrain/dist/balance.hpp — load balancing without MPI: cost model, split solver, decisions.
+//
+// DESIGN.md "Load balancing". Rank r's compute time per step is modelled as t_r(b) = α_r + β_r·b for
+// b ≥ 1 and t_r(0) = 0 (a rank with no samples does no forward/backward). The solver picks the integer
+// split b (Σ b = B, 0 ≤ b_r ≤ cap_r) that minimises max_r t_r(b_r). BalancePlanner decides WHEN to
+// change the split (calibration schedule, every K steps, hysteresis) from models that every rank holds
+// identically; the MPI Balancer (balancer.hpp) only adds the allgather. Everything here is deterministic.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace hetrain::dist {
+
+// ---------------------------------------------------------------- cost model
+struct CostModel {
+  double alpha = 0.0;  // seconds per step, fixed part (≥ 0)
+  double beta = 0.0;   // seconds per sample (≥ 0; 0 = unknown/free)
+  double predict(int64_t b) const { return b <= 0 ? 0.0 : alpha + beta * double(b); }
+};
+
+struct CostSample {
+  int64_t b;
+  double seconds;
+};
+
+// Weighted least squares of seconds on b; samples[i] has weight weights[i]. Samples with b = 0 carry no
+// information and are ignored. Never returns negative α or β:
+//  - one distinct b only (the steady state of a balanced run): keep `previous`'s shape and refit its level,
+//    t = s·(α_p + β_p·b); without a usable previous model assume α = 0 (t proportional to b);
+//  - fitted β < 0 (noise): fall back as above; fitted α < 0: α = 0 and β through the origin.
+// Returns {0, 0} when there is nothing to fit (no sample with b > 0) and no previous model.
+CostModel fit_cost_model(const std::vector<CostSample>& samples, const std::vector<double>& weights,
+                         const CostModel* previous);
+
+// The last `capacity` samples of one rank, newest weighted most (weight decay^age, age 0 = newest).
+class CostWindow {
+ public:
+  explicit CostWindow(int capacity = 40, double decay = 0.9);
+  void add(int64_t b, double seconds);
+  void clear() { samples_.clear(); }
+  int64_t size() const { return int64_t(samples_.size()); }
+  CostModel fit(const CostModel* previous) const;
+
+ private:
+  int capacity_;
+  double decay_;
+  std::deque<CostSample> samples_;  // oldest first
+};
+
+// ---------------------------------------------------------------- solver
+// Minimise max_r models[r].predict(b_r) s.t. Σ b_r = B, 0 ≤ b_r ≤ caps[r] (caps empty = no caps).
+// Water filling by bisection on T over continuous b, rounding by largest remainder, then a greedy fix-up
+// that moves one sample at a time off the slowest rank while that lowers (max time, ranks at max); the
+// result is an optimum of the integer problem. Deterministic; ties go to the lower rank.
+// Throws hetrain::Error when Σ caps < B, B < 0, models is empty or caps has the wrong length.
+std::vector<int64_t> solve_split(const std::vector<CostModel>& models, const std::vector<int64_t>& caps, int64_t B);
+
+// max_r models[r].predict(split[r]).
+double predicted_step_seconds(const std::vector<CostModel>& models, const std::vector<int64_t>& split);
+
+// B/n per rank with the remainder to the first ranks (cap-aware: if caps bind, the nearest even split).
+std::vector<int64_t> uniform_split(int n, int64_t B, const std::vector<int64_t>& caps);
+
+// ---------------------------------------------------------------- decisions
+enum class BalanceMode { None, Static, Dynamic };
+BalanceMode parse_balance_mode(const std::string& text);  // "none" | "static" | "dynamic"; else throws
+const char* balance_mode_name(BalanceMode mode);
+
+struct BalanceConfig {
+  BalanceMode mode = BalanceMode::Dynamic;
+  int64_t rebalance_every = 20;   // K: dynamic refits at every K-th step after calibration
+  int64_t calibration_steps = 3;  // steps at the uniform split, then as many at a perturbed split
+  int window = 0;                 // samples per rank in the fit; 0 = 2·K (spans the last two plans)
+  double decay = 0.9;             // weight of a sample one step older (recent measurements count more)
+  double hysteresis = 0.03;       // adopt a new plan only if predicted step time drops by more than this
+  std::vector<int64_t> caps;      // --max-local-batch: empty = none, one value for all, or one per rank
+};
+
+// Validates the configuration for n ranks and global batch B (before any collective) and returns the
+// per-rank caps (INT64_MAX where there is none). Errors name the option: "--max-local-batch: ...".
+std::vector<int64_t> resolve_caps(const BalanceConfig& config, int n, int64_t B);
+
+// Deterministic balancing state machine, identical on every rank. Step s is the s-th training step
+// (0-based); advance(s, ...) is called after step s and decides the split of step s + 1.
+//   steps [0, C)      uniform split (calibration, phase 1)
+//   steps [C, 2C)     perturbed split: every rank gets a second batch size (Σ still B) for slope+intercept
+//   after step 2C-1   first fitted split (static stops here; none never leaves uniform)
+//   dynamic           refit after steps 2C-1 + j·K, j ≥ 1
+class BalancePlanner {
+ public:
+  BalancePlanner(int n, int64_t B, const BalanceConfig& config);
+
+  const std::vector<int64_t>& split() const { return split_; }
+  int size() const { return n_; }
+  int64_t global_batch() const { return B_; }
+  const BalanceConfig& config() const { return config_; }
+  // True when advance(step) needs every rank's fitted model (the MPI Balancer allgathers only then).
+  bool needs_models(int64_t step) const;
+  // Called after `step` on every rank with the same models (empty when !needs_models(step)).
+  // Returns true when split() changed.
+  bool advance(int64_t step, const std::vector<CostModel>& models);
+  // Replaces the split (checkpoint resume with the same world size; the MPI Balancer's agreement step).
+  // Throws unless Σ = B, 0 ≤ b_r ≤ cap_r and the length is n.
+  void set_split(const std::vector<int64_t>& split);
+
+  // For logs (valid after the first fit): fitted models, samples/s of each rank at its current b,
+  // predicted step time of the current plan and of the uniform plan under the same models.
+  const std::vector<CostModel>& models() const { return models_; }
+  std::vector<double> speeds() const;
+  double predicted_seconds() const;
+  double predicted_uniform_seconds() const;
+  int64_t fits() const { return fits_; }              // refits done so far
+  int64_t rebalances() const { return rebalances_; }  // split changes so far (calibration included)
+  // "step 42: split [40, 41, 20, 10] speeds [..] samples/s, predicted 12.3 ms/step (uniform 25.0 ms, 2.03x)"
+  std::string describe(int64_t step) const;
+
+ private:
+  int n_;
+  int64_t B_;
+  BalanceConfig config_;
+  std::vector<int64_t> caps_, uniform_, perturbed_, split_;
+  std::vector<CostModel> models_;
+  int64_t fits_ = 0, rebalances_ = 0;
+};
+
+}  // namespace hetrain::dist

@@ -1,0 +1,101 @@
+// hetrain/nn.hpp — parameters in one flat buffer, layers, the model zoo.
+//
+// All parameters of a model live in ONE contiguous float buffer and all gradients in another, so the
+// distributed layer reduces and checkpoints them in one piece. Each parameter is a named view into those
+// buffers (torchvision's names for the ResNets: "layer1.0.conv1.weight"). Batch-norm running statistics are
+// not parameters: they live in a second flat "state" buffer (running_mean, running_var) with their own names.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hetrain/tensor.hpp"
+
+namespace hetrain::nn {
+
+// What a parameter is, for weight decay policy and initialisation.
+enum class ParamKind { ConvWeight, LinearWeight, Bias, BnWeight, BnBias };
+
+struct ParamSpec {
+  std::string name;
+  Shape shape;
+  ParamKind kind;
+  int64_t offset = 0;  // into the flat buffer, in floats
+  int64_t numel() const { return shape_numel(shape); }
+};
+
+// Two-phase: layers declare() their parameters (names, shapes), then finalize() allocates the flat buffers
+// and layers fetch their views by the index declare() returned.
+class ParamBuffer {
+ public:
+  int declare(const std::string& name, Shape shape, ParamKind kind);
+  int declare_state(const std::string& name, Shape shape, float initial_value);
+  void finalize();
+  bool finalized() const { return finalized_; }
+
+  Tensor param(int index) const;  // view into values()
+  Tensor grad(int index) const;   // view into grads()
+  Tensor state(int index) const;  // view into states()
+  const std::vector<ParamSpec>& specs() const { return specs_; }
+  const std::vector<ParamSpec>& state_specs() const { return state_specs_; }
+  int find(const std::string& name) const;  // -1 when absent
+  int find_state(const std::string& name) const;  // -1 when absent
+  void reset_states();  // every state back to its declared initial value (done by finalize())
+
+  Tensor& values() { return values_; }  // [count()]
+  Tensor& grads() { return grads_; }    // [count()]
+  Tensor& states() { return states_; }  // [state_count()]
+  const Tensor& values() const { return values_; }
+  const Tensor& grads() const { return grads_; }
+  const Tensor& states() const { return states_; }
+  int64_t count() const { return count_; }
+  int64_t state_count() const { return state_count_; }
+
+ private:
+  std::vector<ParamSpec> specs_, state_specs_;
+  std::vector<float> state_init_;
+  Tensor values_, grads_, states_;
+  int64_t count_ = 0, state_count_ = 0;
+  bool finalized_ = false;
+};
+
+struct ModelConfig {
+  std::string name = "resnet20";  // mlp | lenet | resnet20 | resnet18 | resnet50
+  int in_channels = 3;
+  int height = 32;
+  int width = 32;
+  int num_classes = 10;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  // Builds the named model; throws hetrain::Error naming the model and the problem for an unknown name or
+  // an input the model cannot take (e.g. smaller than its minimum size).
+  static std::unique_ptr<Model> create(const ModelConfig& config);
+  static std::vector<std::string> names();
+
+  const ModelConfig& config() const { return config_; }
+  ParamBuffer& params() { return params_; }
+  const ParamBuffer& params() const { return params_; }
+  int64_t param_count() const { return params_.count(); }
+
+  // Deterministic initialisation from a seed (Kaiming as torchvision does); identical on every rank.
+  virtual void init(uint64_t seed) = 0;
+  // x [N, C, H, W] → logits [N, classes]. training=true uses batch statistics in BN and keeps what
+  // backward needs; training=false uses running statistics.
+  virtual Tensor forward(const Tensor& x, bool training) = 0;
+  // Accumulates parameter gradients into params().grads() (caller zeroes them once per step).
+  virtual void backward(const Tensor& dlogits) = 0;
+  // True when some layer couples the samples of a batch (batch norm in training mode).
+  virtual bool has_batch_coupling() const = 0;
+
+ protected:
+  explicit Model(const ModelConfig& config) : config_(config) {}
+  ModelConfig config_;
+  ParamBuffer params_;
+};
+
+}  // namespace hetrain::nn

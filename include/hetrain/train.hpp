@@ -1,0 +1,79 @@
+// hetrain/train.hpp — the synchronous training loop and its configuration.
+//
+// The loop is the data flow of DESIGN.md: EpochPlan slice → prefetch → forward/backward on the local
+// b_r samples → gradients scaled by b_r/B and sum-allreduced → identical SGD step on every rank →
+// balancer records compute time and, at agreed steps, re-fits the split.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hetrain::train {
+
+struct TrainConfig {
+  // data
+  std::string data_path;          // HDF5 dataset (or shard index); empty with synthetic > 0
+  std::string val_path;           // optional validation dataset
+  int64_t synthetic = 0;          // > 0: train on this many in-memory synthetic samples instead
+  int64_t synthetic_val = 0;      // held-out synthetic samples for validation (same generator)
+  std::vector<int> synthetic_shape = {3, 32, 32};  // C, H, W of synthetic images
+  int synthetic_classes = 10;
+  bool augment = false;           // random crop (pad 4) + horizontal flip
+  int prefetch_depth = 2;
+  std::string last_batch = "drop";  // drop | partial
+
+  // model and optimisation
+  std::string model = "resnet20";
+  int64_t global_batch = 128;
+  int epochs = 1;
+  int64_t max_steps = 0;          // > 0: stop after this many steps (benchmarks, demos)
+  float lr = 0.1f;
+  bool linear_scaling = false;
+  float warmup_epochs = 0.0f;
+  std::string schedule = "cosine";  // cosine | step | constant
+  std::vector<int> milestones;      // epochs, for schedule=step
+  float gamma = 0.1f;
+  float momentum = 0.9f;
+  bool nesterov = false;
+  float weight_decay = 5e-4f;
+  bool decay_bn_and_bias = true;
+  float label_smoothing = 0.0f;
+  uint64_t seed = 1;
+  int threads = 1;
+  std::string device = "auto";
+
+  // distribution and balancing
+  std::string balance = "dynamic";  // none | static | dynamic
+  int rebalance_every = 20;
+  std::string max_local_batch;      // "" | one value | comma list, one per rank
+  std::string emulate_speed;        // "1,1,0.5,0.25"
+  std::string emulate_schedule;     // "STEP:RANK:SPEED,..."
+  std::string fixed_split;          // "5,0,17,10": this exact split every step, no balancing (tests)
+
+  // reporting
+  int log_every = 10;
+  std::string metrics_path;         // JSON lines, one per step
+  bool debug_consistency = false;   // checksum parameters on all ranks after every step
+  std::string dump_params;          // write final parameters (raw float32, flat order); %r = rank
+  std::string dump_samples;         // write "epoch index" of every sample this rank trained on; %r = rank
+  bool quiet = false;
+
+  // Canonical "key=value" lines; every rank must produce the same text (checked at start-up).
+  std::string canonical() const;
+};
+
+struct TrainResult {
+  double final_loss = 0;        // mean training loss of the last logged window
+  double val_accuracy = -1;     // last validation accuracy, -1 when no validation set
+  double samples_per_second = 0;  // over the timed steps (after the first, which warms up)
+  int64_t steps = 0;
+};
+
+// Parses "5,0,17,10" into integers; `option` names the flag in errors.
+std::vector<int64_t> parse_int_list(const std::string& text, const char* option);
+
+// Runs training on MPI_COMM_WORLD (MPI must be initialised). Throws hetrain::Error on bad input.
+TrainResult run_training(const TrainConfig& config);
+
+}  // namespace hetrain::train

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Packs the GPU test binary and the shared libraries it needs into one folder that runs on a bare Linux
+# machine with an NVIDIA GPU (no MPI, HDF5, Boost or package registry there).
+#
+#   scripts/gpu-bundle.sh [DEST]        (default build/gpu-bundle)
+#
+# DEST/bin/test_gpu          the binary (build it first: make CUDA=1 build/bin/test_gpu)
+# DEST/lib/                  every library ldd lists except the C library basics and the CUDA libraries:
+#                            cuDNN, cuBLAS(Lt), NCCL and the CUDA runtime come from LD_LIBRARY_PATH on the GPU
+#                            machine (for instance PyTorch's nvidia/*/lib folders), where the driver matches
+# DEST/gpu-check.sh          the runner (scripts/gpu-check.sh); it finds lib/ beside itself
+# Bench programs (build/bin/hetrain-bench-gpu*), when they exist, are packed the same way.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dest=${1:-build/gpu-bundle}
+bins=(build/bin/test_gpu)
+for b in build/bin/hetrain-bench-gpu*; do [ -x "$b" ] && bins+=("$b"); done
+[ -x build/bin/test_gpu ] || { echo "gpu-bundle: build/bin/test_gpu is missing: run make CUDA=1 build/bin/test_gpu" >&2; exit 1; }
+if [[ "$(ldd build/bin/test_gpu)" != *libcudart* ]]; then
+  echo "gpu-bundle: build/bin/test_gpu is a CPU-only build (no libcudart): rebuild it with CUDA=1" >&2
+  exit 1
+fi
+
+rm -rf "$dest"
+mkdir -p "$dest/bin" "$dest/lib"
+# Libraries that every Linux has (and must match its own loader) or that must come from the GPU machine.
+skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libresolv\.so|libutil\.so|libcudnn|libcublas|libnccl|libcudart|libcuda\.so|libnvrtc|libnvJitLink)'
+for b in "${bins[@]}"; do
+  cp "$b" "$dest/bin/"
+  # "libfoo.so.1 => /path/libfoo.so.1 (0x...)": copy the file behind any symlink, under the soname.
+  ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r soname path; do
+    if [[ "$soname" =~ $skip ]]; then continue; fi
+    [ -e "$dest/lib/$soname" ] || cp -L "$path" "$dest/lib/$soname"
+  done
+done
+cp scripts/gpu-check.sh "$dest/gpu-check.sh"
+chmod +x "$dest/gpu-check.sh"
+{
+  echo "hetrain GPU bundle, built $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "needs from LD_LIBRARY_PATH: libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2"
+  echo "run: ./gpu-check.sh OUTDIR"
+} >"$dest/BUNDLE.txt"
+echo "gpu-bundle: $dest ($(ls "$dest/lib" | wc -l) libraries, $(du -sh "$dest" | cut -f1))"

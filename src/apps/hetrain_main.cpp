@@ -1,0 +1,175 @@
+// hetrain — heterogeneity-aware data-parallel training. Thin main: parse, start MPI, run, report errors.
+#include <mpi.h>
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "hetrain/dist.hpp"
+#include "hetrain/error.hpp"
+#include "hetrain/nn.hpp"
+#include "hetrain/train.hpp"
+
+namespace po = boost::program_options;
+using hetrain::train::TrainConfig;
+
+namespace {
+
+// Before MPI starts we only know our rank from the launcher's environment; used to print errors once.
+int launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  return 0;
+}
+
+const char* kUsage =
+    "hetrain — data-parallel training on clusters of unlike GPUs (and CPUs).\n"
+    "\n"
+    "Usage:\n"
+    "  hetrain train [options]          train a model (run under mpirun/srun for several ranks)\n"
+    "  hetrain models                   list the model zoo with parameter counts\n"
+    "  hetrain --help | train --help    this text / every training option\n"
+    "\n"
+    "Examples:\n"
+    "  hetrain train --model resnet20 --synthetic 2048 --global-batch 64 --epochs 2\n"
+    "  mpirun -n 4 hetrain train --data train.h5 --val test.h5 --model lenet --global-batch 256 \\\n"
+    "      --balance dynamic --emulate-speed 1,1,0.5,0.25\n"
+    "  srun -n 8 hetrain train --data imagenet/index.h5 --model resnet50 --global-batch 512\n"
+    "\n"
+    "Datasets are HDF5 files made by hetrain-pack (see docs/dataset-format.md).\n";
+
+po::options_description train_options(TrainConfig& c, std::string& shape, std::string& milestones) {
+  po::options_description data("Data");
+  data.add_options()
+      ("data", po::value(&c.data_path), "training dataset: an HDF5 file or shard index made by hetrain-pack")
+      ("val", po::value(&c.val_path), "validation dataset, evaluated after every epoch")
+      ("synthetic", po::value(&c.synthetic), "train on N in-memory synthetic samples instead of --data")
+      ("synthetic-val", po::value(&c.synthetic_val), "held-out synthetic samples for validation")
+      ("synthetic-shape", po::value(&shape)->default_value("3,32,32"), "C,H,W of synthetic images")
+      ("synthetic-classes", po::value(&c.synthetic_classes)->default_value(10), "classes of synthetic data")
+      ("augment", po::bool_switch(&c.augment), "random crop (4-pixel padding) and horizontal flip")
+      ("prefetch", po::value(&c.prefetch_depth)->default_value(2), "batches read ahead by the background reader")
+      ("last-batch", po::value(&c.last_batch)->default_value("drop"), "last partial batch of an epoch: drop | partial");
+  po::options_description model("Model and optimisation");
+  model.add_options()
+      ("model", po::value(&c.model)->default_value("resnet20"), "mlp | lenet | resnet20 | resnet18 | resnet50")
+      ("global-batch", po::value(&c.global_batch)->default_value(128), "samples per step over all ranks (B)")
+      ("epochs", po::value(&c.epochs)->default_value(1), "passes over the training data")
+      ("max-steps", po::value(&c.max_steps)->default_value(0), "stop after this many steps (0 = no limit)")
+      ("lr", po::value(&c.lr)->default_value(0.1f), "base learning rate")
+      ("linear-scaling", po::bool_switch(&c.linear_scaling), "use lr × global-batch / 256 (linear scaling rule)")
+      ("warmup-epochs", po::value(&c.warmup_epochs)->default_value(0.0f), "linear warm-up length in epochs")
+      ("schedule", po::value(&c.schedule)->default_value("cosine"), "after warm-up: cosine | step | constant")
+      ("milestones", po::value(&milestones), "step schedule: epochs at which lr is multiplied by --gamma, e.g. 30,60")
+      ("gamma", po::value(&c.gamma)->default_value(0.1f), "step schedule factor")
+      ("momentum", po::value(&c.momentum)->default_value(0.9f), "SGD momentum")
+      ("nesterov", po::bool_switch(&c.nesterov), "Nesterov momentum")
+      ("weight-decay", po::value(&c.weight_decay)->default_value(5e-4f), "L2 weight decay")
+      ("no-bn-decay", "no weight decay on batch-norm parameters and biases")
+      ("label-smoothing", po::value(&c.label_smoothing)->default_value(0.0f), "label smoothing epsilon")
+      ("seed", po::value(&c.seed)->default_value(1), "seed of initialisation, sample order and augmentation")
+      ("threads", po::value(&c.threads)->default_value(1), "CPU threads per rank")
+      ("device", po::value(&c.device)->default_value("auto"), "auto | cpu | cuda (this version trains on the CPU)");
+  po::options_description dist("Distribution and load balancing");
+  dist.add_options()
+      ("balance", po::value(&c.balance)->default_value("dynamic"),
+       "none = uniform split (the DDP baseline) | static = calibrate once | dynamic = keep re-fitting")
+      ("rebalance-every", po::value(&c.rebalance_every)->default_value(20), "dynamic: re-fit every K steps")
+      ("max-local-batch", po::value(&c.max_local_batch), "cap on a rank's share: one value, or one per rank (a,b,c,...)")
+      ("split", po::value(&c.fixed_split), "fixed per-rank split, e.g. 5,0,17,10 (sums to --global-batch; no balancing)")
+      ("emulate-speed", po::value(&c.emulate_speed),
+       "EMULATE unequal ranks: relative speeds in (0,1], one per rank (rank r sleeps (1/s-1)x its compute time)")
+      ("emulate-schedule", po::value(&c.emulate_schedule), "change emulated speeds mid-run: STEP:RANK:SPEED[,...]");
+  po::options_description out("Output");
+  out.add_options()
+      ("log-every", po::value(&c.log_every)->default_value(10), "progress line every N steps")
+      ("metrics", po::value(&c.metrics_path), "per-step JSON lines (each rank's b, compute, wait, comm seconds)")
+      ("debug-consistency", po::bool_switch(&c.debug_consistency), "check parameters are identical on all ranks every step")
+      ("dump-params", po::value(&c.dump_params), "write final parameters as raw float32 (%r = rank)")
+      ("dump-samples", po::value(&c.dump_samples), "write 'epoch index' of every sample trained on (%r = rank)")
+      ("quiet", po::bool_switch(&c.quiet), "no progress output")
+      ("help,h", "show this help");
+  po::options_description all("hetrain train options");
+  all.add(data).add(model).add(dist).add(out);
+  return all;
+}
+
+std::vector<int> parse_ints(const std::string& text, const char* option) {
+  std::vector<int> out;
+  for (int64_t v : hetrain::train::parse_int_list(text, option)) out.push_back(static_cast<int>(v));
+  return out;
+}
+
+int cmd_models() {
+  std::printf("%-10s %14s   %s\n", "model", "parameters", "(3x224x224 input, 1000 classes; mlp/lenet: 1x28x28, 10)");
+  for (const std::string& name : hetrain::nn::Model::names()) {
+    hetrain::nn::ModelConfig mc;
+    mc.name = name;
+    const bool small = name == "mlp" || name == "lenet";
+    mc.in_channels = small ? 1 : 3;
+    mc.height = mc.width = small ? 28 : (name == "resnet20" ? 32 : 224);
+    mc.num_classes = small || name == "resnet20" ? 10 : 1000;
+    std::printf("%-10s %14lld\n", name.c_str(), (long long)hetrain::nn::Model::create(mc)->param_count());
+  }
+  return 0;
+}
+
+int cmd_train(int argc, char** argv) {
+  TrainConfig cfg;
+  std::string shape, milestones;
+  po::options_description opts = train_options(cfg, shape, milestones);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+    if (vm.count("help")) {
+      std::cout << "Usage: hetrain train [options]\n\n" << opts << "\n";
+      return 0;
+    }
+    po::notify(vm);
+    cfg.synthetic_shape = parse_ints(shape, "--synthetic-shape");
+    if (!milestones.empty()) cfg.milestones = parse_ints(milestones, "--milestones");
+    cfg.decay_bn_and_bias = vm.count("no-bn-decay") == 0;
+  } catch (const std::exception& e) {  // boost's messages name the option
+    if (launcher_rank() == 0) std::fprintf(stderr, "hetrain: error: %s (see hetrain train --help)\n", e.what());
+    return 2;
+  }
+
+  auto& world = hetrain::dist::World::init(&argc, &argv);
+  try {
+    hetrain::train::run_training(cfg);
+  } catch (const hetrain::AgreedError& e) {  // every rank has it; rank 0 reports, all exit cleanly
+    if (world.rank() == 0) std::fprintf(stderr, "hetrain: error: %s\n", e.message().c_str());
+    world.finalize();
+    return 1;
+  } catch (const std::exception& e) {  // this rank alone: report and end the whole job
+    world.abort(std::string("hetrain: error: ") + e.what(), 1);
+  }
+  world.finalize();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string cmd = argc > 1 ? argv[1] : "";
+  if (cmd == "train") return cmd_train(argc - 1, argv + 1);
+  if (cmd == "models") {
+    try {
+      return cmd_models();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "hetrain: error: %s\n", e.what());
+      return 1;
+    }
+  }
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (launcher_rank() == 0) {
+    if (cmd.empty()) std::fputs(kUsage, stderr);
+    else std::fprintf(stderr, "hetrain: error: unknown command '%s' (try: hetrain --help)\n", cmd.c_str());
+  }
+  return 2;
+}

@@ -1,0 +1,125 @@
+// cpu/batchnorm.cpp — batch normalisation per channel over N·HW values: training, eval, backward.
+//
+// Statistics are accumulated in double with two passes (mean, then Σ(x − mean)²): with float inputs of
+// large mean the one-pass E[x²] − E[x]² loses all digits. One thread per channel.
+#include <cmath>
+#include <cstdint>
+
+#include "hetrain/error.hpp"
+#include "hetrain/ops.hpp"
+
+namespace hetrain::cpu {
+
+namespace {
+void check_sizes(int N, int C, int HW, const char* who) {
+  HT_CHECK(N >= 0 && C > 0 && HW > 0, who, ": bad sizes N=", N, " C=", C, " HW=", HW);
+}
+}  // namespace
+
+template <typename T>
+void batchnorm_forward_train(T* out, T* save_mean, T* save_invstd, T* running_mean, T* running_var, const T* in,
+                             const T* gamma, const T* beta, int N, int C, int HW, T momentum, T eps) {
+  check_sizes(N, C, HW, "batchnorm_forward_train");
+  const int64_t M = int64_t(N) * HW;
+  if (N == 0) return;  // a rank with no samples this step: nothing to normalise, running stats untouched
+  HT_CHECK(M > 1, "batchnorm_forward_train: need more than 1 value per channel in training, got N=", N,
+           " HW=", HW);
+  const int64_t cstride = int64_t(C) * HW;
+#pragma omp parallel for schedule(static) if (M * C > (1 << 15))
+  for (int c = 0; c < C; ++c) {
+    double sum = 0;
+    for (int n = 0; n < N; ++n) {
+      const T* x = in + n * cstride + int64_t(c) * HW;
+      for (int j = 0; j < HW; ++j) sum += x[j];
+    }
+    const double mean = sum / double(M);
+    double ss = 0;
+    for (int n = 0; n < N; ++n) {
+      const T* x = in + n * cstride + int64_t(c) * HW;
+      for (int j = 0; j < HW; ++j) {
+        const double d = double(x[j]) - mean;
+        ss += d * d;
+      }
+    }
+    const double var = ss / double(M);  // biased: what normalisation uses
+    const double invstd = 1.0 / std::sqrt(var + double(eps));
+    save_mean[c] = T(mean);
+    save_invstd[c] = T(invstd);
+    if (running_mean) running_mean[c] = T((1.0 - momentum) * running_mean[c] + momentum * mean);
+    if (running_var) running_var[c] = T((1.0 - momentum) * running_var[c] + momentum * ss / double(M - 1));
+    // out = (x − mean)·a + β with a = γ·invstd (subtracting first keeps digits when |mean| ≫ std)
+    const T a = T(double(gamma ? gamma[c] : T(1)) * invstd), b = beta ? beta[c] : T(0), mu = T(mean);
+    for (int n = 0; n < N; ++n) {
+      const T* x = in + n * cstride + int64_t(c) * HW;
+      T* y = out + n * cstride + int64_t(c) * HW;
+      for (int j = 0; j < HW; ++j) y[j] = (x[j] - mu) * a + b;
+    }
+  }
+}
+
+template <typename T>
+void batchnorm_forward_eval(T* out, const T* in, const T* gamma, const T* beta, const T* running_mean,
+                            const T* running_var, int N, int C, int HW, T eps) {
+  check_sizes(N, C, HW, "batchnorm_forward_eval");
+  const int64_t cstride = int64_t(C) * HW;
+#pragma omp parallel for collapse(2) schedule(static) if (int64_t(N) * cstride > (1 << 15))
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c) {
+      const double invstd = 1.0 / std::sqrt(double(running_var[c]) + double(eps));
+      const T a = T(double(gamma ? gamma[c] : T(1)) * invstd), b = beta ? beta[c] : T(0), mu = running_mean[c];
+      const T* x = in + n * cstride + int64_t(c) * HW;
+      T* y = out + n * cstride + int64_t(c) * HW;
+      for (int j = 0; j < HW; ++j) y[j] = (x[j] - mu) * a + b;
+    }
+}
+
+// With x̂ = (x − mean)·invstd and y = γ·x̂ + β over M values of a channel:
+//   dβ = Σ dy,  dγ = Σ dy·x̂,  dx = γ·invstd/M · (M·dy − dβ − x̂·dγ)   (dβ, dγ of this call only)
+template <typename T>
+void batchnorm_backward(T* din, T* dgamma, T* dbeta, const T* dout, const T* in, const T* gamma,
+                        const T* save_mean, const T* save_invstd, int N, int C, int HW) {
+  check_sizes(N, C, HW, "batchnorm_backward");
+  if (N == 0) return;
+  const int64_t M = int64_t(N) * HW, cstride = int64_t(C) * HW;
+#pragma omp parallel for schedule(static) if (M * C > (1 << 15))
+  for (int c = 0; c < C; ++c) {
+    const double mean = save_mean[c], invstd = save_invstd[c];
+    double sdy = 0, sdyx = 0;
+    for (int n = 0; n < N; ++n) {
+      const T* x = in + n * cstride + int64_t(c) * HW;
+      const T* dy = dout + n * cstride + int64_t(c) * HW;
+      for (int j = 0; j < HW; ++j) {
+        sdy += dy[j];
+        sdyx += double(dy[j]) * (double(x[j]) - mean);
+      }
+    }
+    const double dgam = sdyx * invstd;  // Σ dy·x̂
+    if (dbeta) dbeta[c] += T(sdy);
+    if (dgamma) dgamma[c] += T(dgam);
+    if (!din) continue;
+    // dx = k·(dy − sdy/M − x̂·dgam/M) = dy·k + (x − mean)·u + v
+    const double k = double(gamma ? gamma[c] : T(1)) * invstd;
+    const double u = -k * invstd * dgam / double(M);
+    const double v = -k * sdy / double(M);
+    const T kk = T(k), uu = T(u), vv = T(v), mu = T(mean);
+    for (int n = 0; n < N; ++n) {
+      const T* x = in + n * cstride + int64_t(c) * HW;
+      const T* dy = dout + n * cstride + int64_t(c) * HW;
+      T* dx = din + n * cstride + int64_t(c) * HW;
+      for (int j = 0; j < HW; ++j) dx[j] = dy[j] * kk + (x[j] - mu) * uu + vv;
+    }
+  }
+}
+
+#define HT_INSTANTIATE(T)                                                                                     \
+  template void batchnorm_forward_train<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, int, int, int, T, \
+                                           T);                                                               \
+  template void batchnorm_forward_eval<T>(T*, const T*, const T*, const T*, const T*, const T*, int, int, int, \
+                                          T);                                                                \
+  template void batchnorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int, int, \
+                                      int);
+HT_INSTANTIATE(float)
+HT_INSTANTIATE(double)
+#undef HT_INSTANTIATE
+
+}  // namespace hetrain::cpu

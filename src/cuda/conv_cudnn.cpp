@@ -1,0 +1,184 @@
+// src/cuda/conv_cudnn.cpp — NCHW float convolution through cuDNN's convolution API.
+//
+// Algorithms are measured once per shape with cudnnFind*Algorithm and cached for the process: a ResNet
+// repeats a handful of shapes, and measuring costs far more than a step. Only algorithms whose workspace
+// fits the bound are considered, and one workspace (the largest the three chosen algorithms need) is kept
+// per layer. The contract is cpu::conv2d_*'s: forward overwrites, dweight/dbias accumulate (beta = 1).
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <tuple>
+
+#include "cuda/check.cuh"
+#include "cuda/handles.hpp"
+#include "hetrain/cuda.hpp"
+
+namespace hetrain::cuda {
+namespace {
+
+struct Algos {
+  cudnnConvolutionFwdAlgo_t fwd;
+  cudnnConvolutionBwdDataAlgo_t bwd_data;
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+  cudnnMathType_t fwd_math, bwd_data_math, bwd_filter_math;
+  size_t workspace;
+};
+
+using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, bool, bool, size_t>;
+std::mutex g_cache_mutex;
+std::map<Key, Algos> g_cache;
+
+// The fastest result that succeeded, fits the workspace bound, is deterministic (if asked) and, without
+// TF32, runs in plain FP32 FMA math (CUDNN_DEFAULT_MATH may use TF32 tensor cores for float data).
+template <typename Perf>
+const Perf* pick(const Perf* results, int count, size_t max_ws, bool deterministic, bool allow_tf32) {
+  for (int i = 0; i < count; ++i) {  // cuDNN sorts by time
+    const Perf& r = results[i];
+    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > max_ws) continue;
+    if (!allow_tf32 && r.mathType != CUDNN_FMA_MATH) continue;
+    if (deterministic && r.determinism != CUDNN_DETERMINISTIC) continue;
+    return &r;
+  }
+  return nullptr;
+}
+}  // namespace
+
+struct CudnnConv2d::Impl {
+  cpu::Conv2dGeom g;
+  CudnnConvOptions opt;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv_fwd = nullptr, conv_bwd_data = nullptr, conv_bwd_filter = nullptr;
+  Algos algos{};
+  DeviceBuffer<char> workspace;
+
+  ~Impl() {
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (bias) cudnnDestroyTensorDescriptor(bias);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    for (auto c : {conv_fwd, conv_bwd_data, conv_bwd_filter})
+      if (c) cudnnDestroyConvolutionDescriptor(c);
+  }
+
+  void make_conv(cudnnConvolutionDescriptor_t* c) {
+    HT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(c));
+    // CUDNN_CROSS_CORRELATION: what deep-learning "convolution" (and cpu::conv2d) computes.
+    HT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(*c, g.pad, g.pad, g.stride, g.stride, 1, 1,
+                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    HT_CUDNN_CHECK(cudnnSetConvolutionMathType(*c, opt.allow_tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  }
+
+  Algos choose(cudnnHandle_t h) {
+    Algos a{};
+    const size_t max_ws = opt.max_workspace_bytes;
+    const int kMax = 16;
+    int n = 0;
+    cudnnConvolutionFwdAlgoPerf_t fr[kMax];
+    HT_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, x, w, conv_fwd, y, kMax, &n, fr));
+    auto* f = pick(fr, n, max_ws, opt.deterministic, opt.allow_tf32);
+    cudnnConvolutionBwdDataAlgoPerf_t dr[kMax];
+    HT_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, w, y, conv_bwd_data, x, kMax, &n, dr));
+    auto* d = pick(dr, n, max_ws, opt.deterministic, opt.allow_tf32);
+    cudnnConvolutionBwdFilterAlgoPerf_t wr[kMax];
+    HT_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(h, x, y, conv_bwd_filter, w, kMax, &n, wr));
+    auto* b = pick(wr, n, max_ws, opt.deterministic, opt.allow_tf32);
+    HT_CHECK(f && d && b, "cuDNN has no convolution algorithm for ", shape(), " within a workspace of ", max_ws,
+             " bytes", opt.deterministic ? " (deterministic only)" : "", ": raise the workspace bound");
+    a.fwd = f->algo, a.fwd_math = f->mathType;
+    a.bwd_data = d->algo, a.bwd_data_math = d->mathType;
+    a.bwd_filter = b->algo, a.bwd_filter_math = b->mathType;
+    a.workspace = std::max({f->memory, d->memory, b->memory});
+    return a;
+  }
+
+  std::string shape() const {
+    std::ostringstream os;
+    os << "conv in [" << g.N << ", " << g.C << ", " << g.H << ", " << g.W << "] weight [" << g.K << ", " << g.C
+       << ", " << g.R << ", " << g.S << "] stride " << g.stride << " pad " << g.pad;
+    return os.str();
+  }
+};
+
+CudnnConv2d::CudnnConv2d(const cpu::Conv2dGeom& g, const CudnnConvOptions& options) : impl_(new Impl) {
+  HT_CHECK(g.N > 0 && g.C > 0 && g.H > 0 && g.W > 0 && g.K > 0 && g.R > 0 && g.S > 0 && g.stride > 0 && g.pad >= 0,
+           "CudnnConv2d: bad geometry");
+  HT_CHECK(g.P() > 0 && g.Q() > 0, "CudnnConv2d: kernel larger than the padded input");
+  Impl& m = *impl_;
+  m.g = g, m.opt = options;
+  HT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&m.x));
+  HT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(m.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, g.N, g.C, g.H, g.W));
+  HT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&m.y));
+  HT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(m.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, g.N, g.K, g.P(), g.Q()));
+  HT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&m.bias));
+  HT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(m.bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, g.K, 1, 1));
+  HT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&m.w));
+  HT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(m.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, g.K, g.C, g.R, g.S));
+  m.make_conv(&m.conv_fwd);
+  m.make_conv(&m.conv_bwd_data);
+  m.make_conv(&m.conv_bwd_filter);
+  // cuDNN must agree on the output shape, or the descriptors above are wrong.
+  int n = 0, k = 0, p = 0, q = 0;
+  HT_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(m.conv_fwd, m.x, m.w, &n, &k, &p, &q));
+  HT_CHECK(n == g.N && k == g.K && p == g.P() && q == g.Q(), "CudnnConv2d: cuDNN output shape differs for ",
+           m.shape());
+
+  int dev = 0;
+  HT_CUDA_CHECK(cudaGetDevice(&dev));
+  const Key key{dev, g.N, g.C, g.H, g.W, g.K, g.R, g.S, g.stride, g.pad, options.allow_tf32, options.deterministic,
+                options.max_workspace_bytes};
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    auto it = g_cache.find(key);
+    if (it != g_cache.end()) {
+      m.algos = it->second;
+    } else {
+      m.algos = m.choose(detail::cudnn_handle());
+      g_cache[key] = m.algos;
+    }
+  }
+  // The measured algorithm ran with its own math type; use that one.
+  HT_CUDNN_CHECK(cudnnSetConvolutionMathType(m.conv_fwd, m.algos.fwd_math));
+  HT_CUDNN_CHECK(cudnnSetConvolutionMathType(m.conv_bwd_data, m.algos.bwd_data_math));
+  HT_CUDNN_CHECK(cudnnSetConvolutionMathType(m.conv_bwd_filter, m.algos.bwd_filter_math));
+  if (m.algos.workspace) m.workspace = DeviceBuffer<char>(m.algos.workspace);
+}
+
+CudnnConv2d::~CudnnConv2d() = default;
+
+void CudnnConv2d::forward(float* out, const float* in, const float* weight, const float* bias, CudaStream stream) {
+  Impl& m = *impl_;
+  HT_CHECK(out && in && weight, "CudnnConv2d::forward: null pointer");
+  cudnnHandle_t h = detail::cudnn_handle();
+  HT_CUDNN_CHECK(cudnnSetStream(h, stream));
+  const float one = 1.0f, zero = 0.0f;
+  HT_CUDNN_CHECK(cudnnConvolutionForward(h, &one, m.x, in, m.w, weight, m.conv_fwd, m.algos.fwd, m.workspace.data(),
+                                         m.workspace.size(), &zero, m.y, out));
+  if (bias) HT_CUDNN_CHECK(cudnnAddTensor(h, &one, m.bias, bias, &one, m.y, out));
+}
+
+void CudnnConv2d::backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
+                           const float* weight, CudaStream stream) {
+  Impl& m = *impl_;
+  HT_CHECK(dout && in && weight && dweight, "CudnnConv2d::backward: null pointer");
+  cudnnHandle_t h = detail::cudnn_handle();
+  HT_CUDNN_CHECK(cudnnSetStream(h, stream));
+  const float one = 1.0f, zero = 0.0f;
+  if (din)
+    HT_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, m.w, weight, m.y, dout, m.conv_bwd_data, m.algos.bwd_data,
+                                                m.workspace.data(), m.workspace.size(), &zero, m.x, din));
+  HT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, m.x, in, m.y, dout, m.conv_bwd_filter, m.algos.bwd_filter,
+                                                m.workspace.data(), m.workspace.size(), &one, m.w, dweight));
+  if (dbias) HT_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, m.y, dout, &one, m.bias, dbias));
+}
+
+std::string CudnnConv2d::algorithms() const {
+  std::ostringstream os;
+  os << "fwd=" << int(impl_->algos.fwd) << " bwd_data=" << int(impl_->algos.bwd_data)
+     << " bwd_filter=" << int(impl_->algos.bwd_filter);
+  return os.str();
+}
+
+size_t CudnnConv2d::workspace_bytes() const { return impl_->algos.workspace; }
+
+}  // namespace hetrain::cuda

@@ -1,0 +1,60 @@
+// src/cuda/memory.cpp — device and pinned allocations, copies, streams.
+#include "cuda/check.cuh"
+#include "hetrain/cuda.hpp"
+
+namespace hetrain::cuda {
+
+void* device_alloc(size_t bytes) {
+  void* p = nullptr;
+  if (bytes == 0) return nullptr;
+  cudaError_t rc = cudaMalloc(&p, bytes);
+  if (rc != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    HT_THROW("cudaMalloc of ", bytes, " bytes failed: ", cudaGetErrorString(rc), " (", free_b >> 20, " MiB free of ",
+             total_b >> 20, " MiB)");
+  }
+  return p;
+}
+
+void device_free(void* p) noexcept {
+  if (p) cudaFree(p);
+}
+
+void* host_pinned_alloc(size_t bytes) {
+  void* p = nullptr;
+  if (bytes == 0) return nullptr;
+  HT_CUDA_CHECK(cudaMallocHost(&p, bytes));
+  return p;
+}
+
+void host_pinned_free(void* p) noexcept {
+  if (p) cudaFreeHost(p);
+}
+
+void copy_to_device(void* dst, const void* src, size_t bytes, CudaStream stream) {
+  if (bytes) HT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
+}
+void copy_to_host(void* dst, const void* src, size_t bytes, CudaStream stream) {
+  if (bytes) HT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
+}
+void copy_device(void* dst, const void* src, size_t bytes, CudaStream stream) {
+  if (bytes) HT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+}
+void memset_zero(void* p, size_t bytes, CudaStream stream) {
+  if (bytes) HT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream));
+}
+
+CudaStream stream_create() {
+  cudaStream_t s = nullptr;
+  HT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
+}
+void stream_destroy(CudaStream s) noexcept {
+  if (s) cudaStreamDestroy(s);
+}
+void stream_synchronize(CudaStream s) { HT_CUDA_CHECK(cudaStreamSynchronize(s)); }
+void device_synchronize() { HT_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+}  // namespace hetrain::cuda

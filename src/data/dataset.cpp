@@ -1,0 +1,307 @@
+// Dataset: opening and validating v1 files (single, shard, index) and reading selected samples.
+//
+// Labels are small (4 bytes a sample), so a shard's labels are read and range-checked when the shard is
+// first opened and served from memory; images are read with one H5Dread per run of consecutive indices.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "data/h5util.hpp"
+#include "data/mpi_check.hpp"
+#include "hetrain/data.hpp"
+#include "hetrain/error.hpp"
+
+namespace hetrain::data {
+
+std::mutex& hdf5_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+struct Dataset::Shard {
+  std::string path;
+  int64_t count = 0;
+  h5::Id file, images;
+  std::vector<int32_t> labels;
+};
+
+namespace {
+bool file_exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+std::string dir_of(const std::string& p) {
+  size_t slash = p.find_last_of('/');
+  return slash == std::string::npos ? "" : p.substr(0, slash + 1);
+}
+
+// Opens a file and checks it is a hetrain dataset of a version we read. Caller holds the HDF5 mutex.
+h5::Id open_checked(const std::string& path) {
+  h5::quiet();
+  HT_CHECK(file_exists(path), path, ": no such file");
+  htri_t is = H5Fis_hdf5(path.c_str());
+  if (is <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    HT_THROW(path, ": not an HDF5 file (no HDF5 signature)");
+  }
+  h5::Id f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  HT_CHECK(f.valid(), path, ": cannot open HDF5 file (truncated or damaged?): ", h5::last_error());
+  HT_CHECK(h5::has_attr(f, "format"), path, ": not a hetrain dataset (root attribute 'format' is missing)");
+  std::string fmt = h5::read_string_attr(f, "format", path);
+  HT_CHECK(fmt == kFormatName, path, ": format is '", fmt, "', expected '", kFormatName, "'");
+  int64_t version = h5::read_int_attr(f, "version", path);
+  HT_CHECK(version == kFormatVersion, path, ": format version ", version, " is not supported (this hetrain reads ",
+           kFormatName, " version ", kFormatVersion, ")");
+  return f;
+}
+
+void read_info(hid_t f, const std::string& path, DatasetInfo& info) {
+  info.path = path;
+  info.num_samples = h5::read_int_attr(f, "num_samples", path);
+  auto shape = h5::read_int_array_attr(f, "shape", path);
+  HT_CHECK(shape.size() == 3 && shape[0] > 0 && shape[1] > 0 && shape[2] > 0, path,
+           ": attribute 'shape' must be three positive integers [C, H, W]");
+  info.channels = int(shape[0]);
+  info.height = int(shape[1]);
+  info.width = int(shape[2]);
+  info.num_classes = int(h5::read_int_attr(f, "num_classes", path));
+  HT_CHECK(info.num_classes > 0, path, ": num_classes is ", info.num_classes);
+  info.class_names = h5::read_string_array_attr(f, "class_names", path);
+  HT_CHECK(int(info.class_names.size()) == info.num_classes, path, ": ", info.class_names.size(),
+           " class names for ", info.num_classes, " classes");
+  info.mean = h5::read_float_array_attr(f, "mean", path);
+  info.std = h5::read_float_array_attr(f, "std", path);
+  HT_CHECK(int(info.mean.size()) == info.channels && int(info.std.size()) == info.channels, path,
+           ": mean/std must have one value per channel (", info.channels, ")");
+  for (float s : info.std) HT_CHECK(s > 0, path, ": std ", s, " is not positive");
+  info.source = h5::has_attr(f, "source") ? h5::read_string_attr(f, "source", path) : "";
+  info.created = h5::has_attr(f, "created") ? h5::read_string_attr(f, "created", path) : "";
+  HT_CHECK(info.num_samples > 0, path, ": empty dataset (num_samples is ", info.num_samples, ")");
+}
+
+// Opens /images and /labels of a single or shard file, checks them against the logical dataset.
+void open_arrays(Dataset::Shard& s, const DatasetInfo& info) {
+  const std::string& p = s.path;
+  HT_CHECK(H5Lexists(s.file, "images", H5P_DEFAULT) > 0, p, ": dataset /images is missing");
+  HT_CHECK(H5Lexists(s.file, "labels", H5P_DEFAULT) > 0, p, ": dataset /labels is missing");
+  h5::Id dapl(H5Pcreate(H5P_DATASET_ACCESS));
+  H5Pset_chunk_cache(dapl, 521, 8 << 20, 1.0);  // consecutive small samples share a chunk: keep a few
+  s.images = h5::Id(H5Dopen2(s.file, "images", dapl));
+  HT_CHECK(s.images.valid(), p, ": cannot open /images: ", h5::last_error());
+  h5::Id t(H5Dget_type(s.images));
+  HT_CHECK(H5Tget_class(t) == H5T_INTEGER && H5Tget_size(t) == 1 && H5Tget_sign(t) == H5T_SGN_NONE, p,
+           ": /images must be uint8");
+  h5::Id sp(H5Dget_space(s.images));
+  hsize_t d[4] = {0, 0, 0, 0};
+  HT_CHECK(H5Sget_simple_extent_ndims(sp) == 4, p, ": /images must have 4 dimensions [N, C, H, W]");
+  H5Sget_simple_extent_dims(sp, d, nullptr);
+  HT_CHECK(int64_t(d[1]) == info.channels && int64_t(d[2]) == info.height && int64_t(d[3]) == info.width, p,
+           ": /images samples are ", d[1], "x", d[2], "x", d[3], ", expected ", info.channels, "x", info.height,
+           "x", info.width);
+  HT_CHECK(int64_t(d[0]) == s.count, p, ": /images holds ", d[0], " samples, expected ", s.count);
+
+  h5::Id labels(H5Dopen2(s.file, "labels", H5P_DEFAULT));
+  HT_CHECK(labels.valid(), p, ": cannot open /labels: ", h5::last_error());
+  h5::Id lt(H5Dget_type(labels));
+  HT_CHECK(H5Tget_class(lt) == H5T_INTEGER, p, ": /labels must be integers");
+  h5::Id lsp(H5Dget_space(labels));
+  hsize_t ln = 0;
+  HT_CHECK(H5Sget_simple_extent_ndims(lsp) == 1, p, ": /labels must have 1 dimension [N]");
+  H5Sget_simple_extent_dims(lsp, &ln, nullptr);
+  HT_CHECK(int64_t(ln) == s.count, p, ": count mismatch: /images holds ", s.count, " samples but /labels holds ", ln);
+  s.labels.resize(ln);
+  HT_CHECK(H5Dread(labels, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.labels.data()) >= 0, p,
+           ": cannot read /labels: ", h5::last_error());
+  for (int64_t i = 0; i < s.count; ++i)
+    HT_CHECK(s.labels[i] >= 0 && s.labels[i] < info.num_classes, p, ": label ", s.labels[i], " of sample ", i,
+             " is outside [0, ", info.num_classes, ")");
+}
+}  // namespace
+
+std::unique_ptr<Dataset> Dataset::open(const std::string& path) {
+  std::unique_ptr<Dataset> ds(new Dataset());
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  h5::Id f = open_checked(path);
+  read_info(f, path, ds->info_);
+  std::string layout = h5::has_attr(f, "layout") ? h5::read_string_attr(f, "layout", path) : "single";
+  if (layout == "index") {
+    HT_CHECK(H5Lexists(f, "shards", H5P_DEFAULT) > 0, path, ": index file without a /shards group");
+    auto files = h5::read_string_dataset(f, "shards/files", path);
+    h5::Id counts_d(H5Dopen2(f, "shards/counts", H5P_DEFAULT));
+    HT_CHECK(counts_d.valid(), path, ": missing /shards/counts");
+    std::vector<int64_t> counts(files.size());
+    h5::Id csp(H5Dget_space(counts_d));
+    HT_CHECK(H5Sget_simple_extent_npoints(csp) == hssize_t(files.size()), path,
+             ": /shards/files and /shards/counts differ in length");
+    HT_CHECK(H5Dread(counts_d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, counts.data()) >= 0, path,
+             ": cannot read /shards/counts");
+    HT_CHECK(!files.empty(), path, ": index lists no shards (empty dataset)");
+    int64_t total = 0;
+    for (size_t s = 0; s < files.size(); ++s) {
+      std::string sp = files[s].size() && files[s][0] == '/' ? files[s] : dir_of(path) + files[s];
+      HT_CHECK(file_exists(sp), path, ": shard ", s, " of ", files.size(), " listed in the index is missing: ", sp);
+      HT_CHECK(counts[s] > 0, path, ": shard ", s, " (", sp, ") has count ", counts[s]);
+      ds->info_.shard_files.push_back(sp);
+      ds->info_.shard_counts.push_back(counts[s]);
+      total += counts[s];
+    }
+    HT_CHECK(total == ds->info_.num_samples, path, ": shard counts add up to ", total, " but num_samples is ",
+             ds->info_.num_samples);
+  } else {
+    HT_CHECK(layout == "single" || layout == "shard", path, ": unknown layout '", layout, "'");
+    ds->info_.shard_files = {path};
+    ds->info_.shard_counts = {ds->info_.num_samples};
+  }
+  ds->shard_begin_.assign(1, 0);
+  for (int64_t c : ds->info_.shard_counts) ds->shard_begin_.push_back(ds->shard_begin_.back() + c);
+  ds->shards_.resize(ds->info_.shard_counts.size());
+  if (layout != "index") {  // the file is open already: validate its arrays now
+    auto s = std::make_unique<Shard>();
+    s->path = path;
+    s->count = ds->info_.num_samples;
+    s->file = std::move(f);
+    open_arrays(*s, ds->info_);
+    ds->shards_[0] = std::move(s);
+  }
+  return ds;
+}
+
+Dataset::~Dataset() {
+  if (cache_win_ != MPI_WIN_NULL) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Win_free(&cache_win_);
+  }
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  shards_.clear();
+}
+
+// Caller holds the HDF5 mutex.
+Dataset::Shard& Dataset::shard(int s) {
+  if (!shards_[s]) {
+    auto sh = std::make_unique<Shard>();
+    sh->path = info_.shard_files[s];
+    sh->count = info_.shard_counts[s];
+    sh->file = open_checked(sh->path);
+    int64_t n = h5::read_int_attr(sh->file, "num_samples", sh->path);
+    HT_CHECK(n == sh->count, info_.path, ": the index says shard ", s, " (", sh->path, ") holds ", sh->count,
+             " samples, the shard says ", n);
+    open_arrays(*sh, info_);
+    shards_[s] = std::move(sh);
+  }
+  return *shards_[s];
+}
+
+int Dataset::shards_opened() const {
+  int n = 0;
+  for (const auto& s : shards_) n += s != nullptr;
+  return n;
+}
+
+void Dataset::read(const std::vector<int64_t>& indices, uint8_t* images, int32_t* labels) {
+  const int64_t n = int64_t(indices.size()), N = info_.num_samples, sb = info_.sample_bytes();
+  for (int64_t i = 0; i < n; ++i)
+    HT_CHECK(indices[i] >= 0 && indices[i] < N, info_.path, ": sample index ", indices[i], " outside [0, ", N, ")");
+  if (n == 0) return;
+  if (cache_) {
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(images + i * sb, cache_ + indices[i] * sb, sb);
+      if (labels) labels[i] = cache_labels_[indices[i]];
+    }
+    return;
+  }
+  // Sort positions by sample index; read each distinct sample once, runs of consecutive indices (within one
+  // shard) in one H5Dread, into `staging` in sorted order; then scatter back to request order.
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return indices[a] < indices[b]; });
+  std::vector<int64_t> uniq;
+  std::vector<int64_t> slot(n);  // position in uniq of each request
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t v = indices[order[k]];
+    if (uniq.empty() || uniq.back() != v) uniq.push_back(v);
+    slot[order[k]] = int64_t(uniq.size()) - 1;
+  }
+  std::vector<uint8_t> staging(uniq.size() * sb);
+  std::vector<int32_t> ulabels(uniq.size());
+  {
+    std::lock_guard<std::mutex> lock(hdf5_mutex());
+    size_t u = 0;
+    while (u < uniq.size()) {
+      int s = int(std::upper_bound(shard_begin_.begin(), shard_begin_.end(), uniq[u]) - shard_begin_.begin()) - 1;
+      Shard& sh = shard(s);
+      size_t e = u + 1;
+      while (e < uniq.size() && uniq[e] == uniq[e - 1] + 1 && uniq[e] < shard_begin_[s + 1]) ++e;
+      hsize_t start[4] = {hsize_t(uniq[u] - shard_begin_[s]), 0, 0, 0};
+      hsize_t count[4] = {hsize_t(e - u), hsize_t(info_.channels), hsize_t(info_.height), hsize_t(info_.width)};
+      h5::Id fspace(H5Dget_space(sh.images));
+      H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, count, nullptr);
+      h5::Id mspace(H5Screate_simple(4, count, nullptr));
+      HT_CHECK(H5Dread(sh.images, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, staging.data() + u * sb) >= 0,
+               sh.path, ": cannot read samples ", start[0], "..", start[0] + count[0] - 1, ": ", h5::last_error());
+      ++read_calls_;
+      for (size_t k = u; k < e; ++k) ulabels[k] = sh.labels[uniq[k] - shard_begin_[s]];
+      u = e;
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(images + i * sb, staging.data() + slot[i] * sb, sb);
+    if (labels) labels[i] = ulabels[slot[i]];
+  }
+}
+
+void Dataset::enable_node_cache(MPI_Comm node_comm) {
+  HT_CHECK(cache_ == nullptr, info_.path, ": node cache already enabled");
+  int rank = 0, size = 1;
+  HT_DATA_MPI_CHECK(MPI_Comm_rank(node_comm, &rank));
+  HT_DATA_MPI_CHECK(MPI_Comm_size(node_comm, &size));
+  const int64_t N = info_.num_samples, sb = info_.sample_bytes();
+  // One copy per node, owned by node rank 0; the others map it.
+  MPI_Aint bytes = rank == 0 ? MPI_Aint(N * sb) : 0;
+  void* base = nullptr;
+  HT_DATA_MPI_CHECK(MPI_Win_allocate_shared(bytes, 1, MPI_INFO_NULL, node_comm, &base, &cache_win_));
+  MPI_Aint got = 0;
+  int disp = 1;
+  void* mem = nullptr;
+  HT_DATA_MPI_CHECK(MPI_Win_shared_query(cache_win_, 0, &got, &disp, &mem));
+  uint8_t* shared = static_cast<uint8_t*>(mem);
+  // Each node rank fills a contiguous slice with sorted, consecutive reads.
+  HT_DATA_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, cache_win_));
+  const int64_t begin = N * rank / size, end = N * (rank + 1) / size, block = 4096;
+  for (int64_t b = begin; b < end; b += block) {
+    std::vector<int64_t> idx(std::min(block, end - b));
+    std::iota(idx.begin(), idx.end(), b);
+    read(idx, shared + b * sb, nullptr);
+  }
+  HT_DATA_MPI_CHECK(MPI_Win_sync(cache_win_));
+  HT_DATA_MPI_CHECK(MPI_Barrier(node_comm));
+  HT_DATA_MPI_CHECK(MPI_Win_sync(cache_win_));
+  HT_DATA_MPI_CHECK(MPI_Win_unlock_all(cache_win_));
+  // Labels: every rank keeps its own copy (4 bytes a sample).
+  cache_labels_.resize(N);
+  {
+    std::lock_guard<std::mutex> lock(hdf5_mutex());
+    for (size_t s = 0; s < shards_.size(); ++s) {
+      Shard& sh = shard(int(s));
+      std::copy(sh.labels.begin(), sh.labels.end(), cache_labels_.begin() + shard_begin_[s]);
+    }
+  }
+  cache_ = shared;
+}
+
+}  // namespace hetrain::data
+
+namespace hetrain::data {
+std::vector<int32_t> Dataset::all_labels() {
+  std::vector<int32_t> out(info_.num_samples);
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    Shard& sh = shard(int(s));
+    std::copy(sh.labels.begin(), sh.labels.end(), out.begin() + shard_begin_[s]);
+  }
+  return out;
+}
+}  // namespace hetrain::data

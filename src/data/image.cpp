@@ -1,0 +1,122 @@
+#include "data/image.hpp"
+
+#include <png.h>
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "hetrain/error.hpp"
+
+namespace hetrain::data {
+namespace {
+std::vector<unsigned char> read_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  HT_CHECK(f, path, ": cannot open: ", std::strerror(errno));
+  std::vector<unsigned char> buf;
+  unsigned char tmp[1 << 16];
+  size_t got;
+  while ((got = std::fread(tmp, 1, sizeof tmp, f)) > 0) buf.insert(buf.end(), tmp, tmp + got);
+  bool bad = std::ferror(f);
+  std::fclose(f);
+  HT_CHECK(!bad, path, ": read error");
+  return buf;
+}
+
+std::string lower_ext(const std::string& path) {
+  size_t dot = path.find_last_of('.');
+  std::string e = dot == std::string::npos ? "" : path.substr(dot + 1);
+  for (auto& ch : e) ch = char(std::tolower(ch));
+  return e;
+}
+}  // namespace
+
+Image decode_jpeg(const std::string& path, int channels) {
+  HT_CHECK(channels == 1 || channels == 3, "channels must be 1 or 3, got ", channels);
+  std::vector<unsigned char> data = read_file(path);
+  HT_CHECK(!data.empty(), path, ": empty file (corrupt JPEG)");
+  tjhandle h = tjInitDecompress();
+  HT_CHECK(h, "cannot initialise libturbojpeg");
+  Image img;
+  int subsamp = 0, colorspace = 0;
+  if (tjDecompressHeader3(h, data.data(), data.size(), &img.width, &img.height, &subsamp, &colorspace) != 0) {
+    std::string why = tjGetErrorStr2(h);
+    tjDestroy(h);
+    HT_THROW(path, ": corrupt JPEG (header): ", why);
+  }
+  img.channels = channels;
+  img.pixels.resize(size_t(img.width) * img.height * channels);
+  int rc = tjDecompress2(h, data.data(), data.size(), img.pixels.data(), img.width, 0, img.height,
+                         channels == 3 ? TJPF_RGB : TJPF_GRAY, TJFLAG_ACCURATEDCT | TJFLAG_STOPONWARNING);
+  if (rc != 0) {
+    std::string why = tjGetErrorStr2(h);
+    tjDestroy(h);
+    HT_THROW(path, ": corrupt or truncated JPEG: ", why, " (file size ", data.size(), " bytes)");
+  }
+  tjDestroy(h);
+  return img;
+}
+
+Image decode_png(const std::string& path, int channels) {
+  HT_CHECK(channels == 1 || channels == 3, "channels must be 1 or 3, got ", channels);
+  png_image pi;
+  std::memset(&pi, 0, sizeof pi);
+  pi.version = PNG_IMAGE_VERSION;
+  // The simplified API reports errors in pi.message instead of longjmp-ing through our frames.
+  std::vector<unsigned char> data = read_file(path);
+  if (!png_image_begin_read_from_memory(&pi, data.data(), data.size()))
+    HT_THROW(path, ": corrupt PNG: ", pi.message);
+  pi.format = channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
+  Image img;
+  img.width = int(pi.width);
+  img.height = int(pi.height);
+  img.channels = channels;
+  img.pixels.resize(PNG_IMAGE_SIZE(pi));
+  if (!png_image_finish_read(&pi, nullptr, img.pixels.data(), 0, nullptr)) {
+    std::string why = pi.message;
+    png_image_free(&pi);
+    HT_THROW(path, ": corrupt or truncated PNG: ", why);
+  }
+  return img;
+}
+
+Image decode_image(const std::string& path, int channels) {
+  std::string e = lower_ext(path);
+  if (e == "jpg" || e == "jpeg") return decode_jpeg(path, channels);
+  if (e == "png") return decode_png(path, channels);
+  HT_THROW(path, ": unsupported image type '.", e, "' (JPEG and PNG only)");
+}
+
+void resize_center_crop(const Image& in, int size, uint8_t* out) {
+  const int C = in.channels, H = in.height, W = in.width;
+  HT_CHECK(H > 0 && W > 0 && size > 0, "bad image or target size");
+  if (H == size && W == size) {
+    for (int y = 0; y < H; ++y)
+      for (int x = 0; x < W; ++x)
+        for (int c = 0; c < C; ++c) out[(size_t(c) * size + y) * size + x] = in.pixels[(size_t(y) * W + x) * C + c];
+    return;
+  }
+  // Scale so the shorter side becomes `size`; the crop window is centred in the scaled image.
+  double scale = double(size) / std::min(H, W);
+  double sh = H * scale, sw = W * scale;
+  double oy = (sh - size) / 2, ox = (sw - size) / 2;
+  for (int y = 0; y < size; ++y) {
+    double fy = std::clamp((y + oy + 0.5) / scale - 0.5, 0.0, double(H - 1));
+    int y0 = int(fy), y1 = std::min(y0 + 1, H - 1);
+    double wy = fy - y0;
+    for (int x = 0; x < size; ++x) {
+      double fx = std::clamp((x + ox + 0.5) / scale - 0.5, 0.0, double(W - 1));
+      int x0 = int(fx), x1 = std::min(x0 + 1, W - 1);
+      double wx = fx - x0;
+      for (int c = 0; c < C; ++c) {
+        auto px = [&](int yy, int xx) { return double(in.pixels[(size_t(yy) * W + xx) * C + c]); };
+        double v = (1 - wy) * ((1 - wx) * px(y0, x0) + wx * px(y0, x1)) + wy * ((1 - wx) * px(y1, x0) + wx * px(y1, x1));
+        out[(size_t(c) * size + y) * size + x] = uint8_t(std::lround(std::clamp(v, 0.0, 255.0)));
+      }
+    }
+  }
+}
+
+}  // namespace hetrain::data

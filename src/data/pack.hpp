@@ -1,0 +1,82 @@
+// data/pack.hpp — converting sources (IDX, CIFAR, image folders, synthetic) into dataset files.
+//
+// A SampleSource gives random access to decoded samples; pack() writes one logical dataset (single file
+// or shards + index) and an optional validation split, in parallel over the ranks of a communicator
+// (rank r writes shards r, r+size, ...). hetrain-pack (data_tools/) is the command line around this.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/writer.hpp"
+
+namespace hetrain::data {
+
+class SampleSource {
+ public:
+  virtual ~SampleSource() = default;
+  virtual int64_t size() const = 0;
+  // Decodes sample i into image [C, H, W] and *label. Thread-safe; throws hetrain::Error naming the input
+  // file and the entry or offset when the input is bad.
+  virtual void get(int64_t i, uint8_t* image, int32_t* label) const = 0;
+  DatasetMeta meta;
+};
+
+// IDX (MNIST format; plain or gzip): images idx3 uint8 [N, H, W], labels idx1 uint8 [N].
+// num_classes 0 = max label + 1 (at least 10 when that fits the labels); class_names optional.
+std::unique_ptr<SampleSource> open_idx(const std::string& images, const std::string& labels, int num_classes,
+                                       const std::vector<std::string>& class_names);
+// CIFAR binary batches: CIFAR-10 records <1 label byte><3072 pixel bytes>, CIFAR-100 records
+// <coarse><fine><3072>. variant 10 or 100; fine selects the fine (100-way) label of CIFAR-100.
+std::unique_ptr<SampleSource> open_cifar(const std::vector<std::string>& files, int variant, bool fine,
+                                         const std::vector<std::string>& class_names);
+// ImageFolder: root/<class>/<image>.{jpg,jpeg,png}; classes are the sorted sub-folder names. Each image is
+// decoded (channels 1 = grey, 3 = RGB), its shorter side resized to `size` (bilinear), centre-cropped.
+std::unique_ptr<SampleSource> open_folder(const std::string& root, int size, int channels);
+// Seeded images with a learnable class structure (a smooth per-class pattern plus noise).
+std::unique_ptr<SampleSource> open_synthetic(uint64_t seed, int64_t count, int channels, int height, int width,
+                                             int num_classes);
+
+struct PackOptions {
+  std::string output;       // single file, or the index file when sharded
+  int shards = 1;           // number of shard files (1 = one plain file)
+  int64_t shard_size = 0;   // > 0: at most this many samples per shard (overrides shards)
+  WriteOptions write;
+  double val_fraction = 0;  // fraction of samples moved to val_output (seeded selection)
+  std::string val_output;
+  uint64_t split_seed = 0;
+  bool progress = true;     // progress bar on stderr (rank 0)
+  MPI_Comm comm = MPI_COMM_SELF;
+};
+
+struct PackResult {
+  int64_t train_count = 0, val_count = 0;
+  std::vector<std::string> files;  // every file written (indices and shards)
+};
+
+// Collective over opt.comm. On any error on any rank, every rank removes its temp files and throws.
+PackResult pack(const SampleSource& src, const PackOptions& opt);
+
+// Name of shard s of S for an output path: "out/train.h5" → "out/train-00001-of-00004.h5".
+std::string shard_path(const std::string& output, int s, int S);
+
+// Progress on stderr: a redrawn bar on a terminal, a line every 10% otherwise.
+class Progress {
+ public:
+  Progress(std::string label, int64_t total, bool enabled);
+  void add(int64_t n);
+  void finish();
+
+ private:
+  std::string label_;
+  int64_t total_, done_ = 0;
+  bool enabled_, tty_;
+  int last_decile_ = 0;
+  double start_;
+};
+
+}  // namespace hetrain::data

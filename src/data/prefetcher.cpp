@@ -1,0 +1,93 @@
+// Prefetcher: one background thread reads and augments submitted batches in order, staying at most
+// `depth` batches ahead of next(). Errors are stored with their batch and rethrown by next().
+#include <chrono>
+
+#include "hetrain/data.hpp"
+#include "hetrain/error.hpp"
+
+namespace hetrain::data {
+
+Prefetcher::Prefetcher(Dataset& ds, int depth, int augment_threads)
+    : ds_(ds), depth_(depth), threads_(augment_threads) {
+  HT_CHECK(depth >= 1, "prefetch depth must be at least 1, got ", depth);
+  HT_CHECK(augment_threads >= 1, "augmentation threads must be at least 1, got ", augment_threads);
+  thread_ = std::thread([this] { run(); });
+}
+
+Prefetcher::~Prefetcher() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Prefetcher::submit(std::vector<int64_t> indices, bool augment, const AugmentConfig& aug, uint64_t aug_seed) {
+  auto job = std::make_shared<Job>();
+  job->indices = std::move(indices);
+  job->augment = augment;
+  job->aug = aug;
+  job->seed = aug_seed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.push_back(std::move(job));
+  }
+  cv_.notify_all();
+}
+
+int64_t Prefetcher::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return int64_t(jobs_.size());
+}
+
+void Prefetcher::run() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // Work when a job is waiting and fewer than `depth` finished batches are waiting for next().
+      cv_.wait(lock, [&] { return stop_ || (next_to_work_ < jobs_.size() && int(next_to_work_) < depth_); });
+      if (stop_) return;
+      job = jobs_[next_to_work_];
+    }
+    try {
+      const DatasetInfo& info = ds_.info();
+      const int64_t n = int64_t(job->indices.size());
+      std::vector<uint8_t> raw(size_t(n) * info.sample_bytes());
+      job->result.labels.resize(n);
+      ds_.read(job->indices, raw.data(), job->result.labels.data());
+      job->result.images = Tensor({n, info.channels, info.height, info.width});
+      augment_batch(raw.data(), n, info, job->augment, job->aug, job->seed, job->result.images.data(), threads_);
+      job->result.indices = job->indices;
+    } catch (...) {
+      job->error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      job->done = true;
+      ++next_to_work_;
+    }
+    cv_.notify_all();
+  }
+}
+
+Batch Prefetcher::next() {
+  auto t0 = std::chrono::steady_clock::now();
+  std::shared_ptr<Job> job;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    HT_CHECK(!jobs_.empty(), "Prefetcher::next() with no batch submitted");
+    job = jobs_.front();
+    cv_.wait(lock, [&] { return job->done; });
+    jobs_.pop_front();
+    --next_to_work_;
+  }
+  cv_.notify_all();
+  if (job->error) std::rethrow_exception(job->error);
+  Batch b = std::move(job->result);
+  b.wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return b;
+}
+
+}  // namespace hetrain::data

@@ -1,0 +1,74 @@
+// data/writer.hpp — writes one dataset file of format v1 (a single file or one shard of a set).
+//
+// The file is created as "<path>.tmp-<pid>" and only renamed to <path> by commit(), after its attributes
+// are written; a writer destroyed without commit() deletes its temp file. So an interrupted or failed pack
+// never leaves a file under the final name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/h5util.hpp"
+
+namespace hetrain::data {
+
+struct WriteOptions {
+  int64_t chunk_samples = 0;  // samples per chunk along N; 0 = auto (about 64 KiB per chunk, at least 1)
+  int gzip_level = 0;         // 0 = no compression, 1..9 = deflate level
+};
+
+// What every file of one logical dataset shares.
+struct DatasetMeta {
+  int channels = 0, height = 0, width = 0, num_classes = 0;
+  std::vector<std::string> class_names;
+  std::string source;  // free text: converter and input files
+};
+
+std::string iso_time_now();  // "2025-01-31T12:00:00Z"
+std::string temp_name_for(const std::string& path);  // "<path>.tmp-<pid>"
+int64_t auto_chunk_samples(int64_t sample_bytes);
+
+class FileWriter {
+ public:
+  // n: samples the file will hold (all appended before finish()).
+  FileWriter(const std::string& path, int64_t n, const DatasetMeta& meta, const WriteOptions& opt);
+  ~FileWriter();  // deletes the temp file unless committed
+  FileWriter(const FileWriter&) = delete;
+  FileWriter& operator=(const FileWriter&) = delete;
+
+  // images [count, C, H, W], labels [count]; labels must lie in [0, num_classes).
+  void append(const uint8_t* images, const int32_t* labels, int64_t count);
+  int64_t written() const { return written_; }
+  // Per-channel Σx and Σx² on the [0,1] scale over everything appended, and the class histogram.
+  const std::vector<double>& sum() const { return sum_; }
+  const std::vector<double>& sumsq() const { return sumsq_; }
+  const std::vector<int64_t>& histogram() const { return hist_; }
+
+  // Writes the root attributes (layout "single" or "shard"), closes the file. shard_index < 0: single file.
+  void finish(const std::vector<float>& mean, const std::vector<float>& std, int shard_index = -1,
+              int shard_count = 0);
+  void commit();  // rename the temp file to the final path
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_, tmp_;
+  DatasetMeta meta_;
+  int64_t n_, written_ = 0;
+  h5::Id file_, images_, labels_;
+  std::vector<double> sum_, sumsq_;
+  std::vector<int64_t> hist_;
+  bool finished_ = false, committed_ = false;
+};
+
+// Writes the root attributes every v1 file carries (format, version, classes, mean/std, shape, ...).
+void write_common_attrs(hid_t file, const DatasetMeta& meta, int64_t num_samples, const std::vector<float>& mean,
+                        const std::vector<float>& std, const std::string& layout);
+
+// The index of a shard set: written to a temp name and renamed. shard_files are stored relative to the
+// index file's folder.
+void write_index(const std::string& path, const DatasetMeta& meta, const std::vector<std::string>& shard_files,
+                 const std::vector<int64_t>& shard_counts, const std::vector<float>& mean,
+                 const std::vector<float>& std);
+
+}  // namespace hetrain::data

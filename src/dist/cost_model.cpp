@@ -1,0 +1,78 @@
+// Per-rank cost model t(b) = α + β·b: weighted least squares over a window of recent steps.
+#include <cmath>
+
+#include "hetrain/dist/balance.hpp"
+#include "hetrain/error.hpp"
+
+namespace hetrain::dist {
+namespace {
+// A spread of b below 2% of its mean cannot separate slope from intercept under realistic noise.
+constexpr double kMinRelativeSpread = 0.02;
+
+// Same shape as `previous` (its α/β ratio), level refitted to the mean; or proportional without one.
+CostModel rescale(const CostModel* previous, double mean_b, double mean_t) {
+  if (previous && previous->beta > 0.0) {
+    double at_mean = previous->alpha + previous->beta * mean_b;
+    double s = at_mean > 0.0 ? mean_t / at_mean : 1.0;
+    return {s * previous->alpha, s * previous->beta};
+  }
+  return {0.0, mean_t / mean_b};
+}
+}  // namespace
+
+CostModel fit_cost_model(const std::vector<CostSample>& samples, const std::vector<double>& weights,
+                         const CostModel* previous) {
+  HT_CHECK(samples.size() == weights.size(), "fit_cost_model: ", samples.size(), " samples but ", weights.size(),
+           " weights");
+  double W = 0, sb = 0, st = 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (samples[i].b <= 0 || !(weights[i] > 0)) continue;  // b = 0: no forward/backward, no information
+    W += weights[i];
+    sb += weights[i] * double(samples[i].b);
+    st += weights[i] * samples[i].seconds;
+  }
+  if (W <= 0) return previous ? *previous : CostModel{};
+  const double mb = sb / W, mt = st / W;
+  double vb = 0, cbt = 0, sbb = 0, sbt = 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (samples[i].b <= 0 || !(weights[i] > 0)) continue;
+    const double w = weights[i], b = double(samples[i].b), t = samples[i].seconds;
+    vb += w * (b - mb) * (b - mb);
+    cbt += w * (b - mb) * (t - mt);
+    sbb += w * b * b;
+    sbt += w * b * t;
+  }
+  vb /= W;
+  cbt /= W;
+  if (std::sqrt(vb) < kMinRelativeSpread * mb) return rescale(previous, mb, mt);
+  double beta = cbt / vb;
+  double alpha = mt - beta * mb;
+  if (!(beta > 0)) return rescale(previous, mb, mt);  // noise made the slope non-positive
+  if (alpha < 0) return {0.0, sbt / sbb};              // clamp: least squares through the origin
+  return {alpha, beta};
+}
+
+CostWindow::CostWindow(int capacity, double decay) : capacity_(capacity), decay_(decay) {
+  HT_CHECK(capacity >= 1, "cost window capacity must be >= 1, got ", capacity);
+  HT_CHECK(decay > 0 && decay <= 1, "cost window decay must be in (0, 1], got ", decay);
+}
+
+void CostWindow::add(int64_t b, double seconds) {
+  HT_CHECK(b >= 0, "balancer: negative local batch ", b);
+  HT_CHECK(std::isfinite(seconds) && seconds >= 0, "balancer: compute time must be finite and >= 0, got ", seconds);
+  samples_.push_back({b, seconds});
+  while (int64_t(samples_.size()) > capacity_) samples_.pop_front();
+}
+
+CostModel CostWindow::fit(const CostModel* previous) const {
+  std::vector<CostSample> s(samples_.begin(), samples_.end());
+  std::vector<double> w(s.size());
+  double weight = 1.0;
+  for (size_t i = s.size(); i-- > 0;) {  // newest has age 0
+    w[i] = weight;
+    weight *= decay_;
+  }
+  return fit_cost_model(s, w, previous);
+}
+
+}  // namespace hetrain::dist

@@ -1,0 +1,51 @@
+// nn/batchnorm2d.cpp — batch-norm layer over cpu::batchnorm_*.
+#include "nn/batchnorm2d.hpp"
+
+#include "hetrain/error.hpp"
+#include "hetrain/ops.hpp"
+
+namespace hetrain::nn {
+
+BatchNorm2d::BatchNorm2d(ParamBuffer& pb, const std::string& name, int channels, float momentum, float eps)
+    : pb_(&pb), name_(name), C_(channels), momentum_(momentum), eps_(eps) {
+  gamma_ = pb.declare(name + ".weight", {C_}, ParamKind::BnWeight);
+  beta_ = pb.declare(name + ".bias", {C_}, ParamKind::BnBias);
+  mean_ = pb.declare_state(name + ".running_mean", {C_}, 0.0f);
+  var_ = pb.declare_state(name + ".running_var", {C_}, 1.0f);
+  save_mean_ = Tensor({C_});
+  save_invstd_ = Tensor({C_});
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
+  HT_CHECK(x.ndim() == 4 && x.dim(1) == C_, name_, ": expected input [N, ", C_, ", H, W], got ",
+           shape_str(x.shape()));
+  const int N = int(x.dim(0)), HW = int(x.dim(2) * x.dim(3));
+  x_ = x;
+  ensure_shape(y_, x.shape());
+  if (training) {
+    HT_CHECK(int64_t(N) * HW > 1, name_, ": batch statistics need more than one value per channel, got input ",
+             shape_str(x.shape()));
+    cpu::batchnorm_forward_train(y_.data(), save_mean_.data(), save_invstd_.data(), pb_->state(mean_).data(),
+                                 pb_->state(var_).data(), x.data(), pb_->param(gamma_).data(),
+                                 pb_->param(beta_).data(), N, C_, HW, momentum_, eps_);
+  } else {
+    cpu::batchnorm_forward_eval(y_.data(), x.data(), pb_->param(gamma_).data(), pb_->param(beta_).data(),
+                                pb_->state(mean_).data(), pb_->state(var_).data(), N, C_, HW, eps_);
+  }
+  trained_forward_ = training;
+  return y_;
+}
+
+Tensor BatchNorm2d::backward(const Tensor& dy) {
+  HT_CHECK(trained_forward_, name_, ": backward after an eval-mode forward (only training mode has a backward)");
+  HT_CHECK(dy.shape() == y_.shape(), name_, ": gradient ", shape_str(dy.shape()), " does not match output ",
+           shape_str(y_.shape()));
+  const int N = int(x_.dim(0)), HW = int(x_.dim(2) * x_.dim(3));
+  // The op always computes din (it is what couples the batch); dropped when not needed.
+  ensure_shape(dx_, x_.shape());
+  cpu::batchnorm_backward(dx_.data(), pb_->grad(gamma_).data(), pb_->grad(beta_).data(), dy.data(), x_.data(),
+                          pb_->param(gamma_).data(), save_mean_.data(), save_invstd_.data(), N, C_, HW);
+  return need_dx_ ? dx_ : Tensor();
+}
+
+}  // namespace hetrain::nn

@@ -1,0 +1,32 @@
+// nn/linear.cpp — fully connected layer over cpu::linear_{forward,backward}.
+#include "nn/linear.hpp"
+
+#include "hetrain/error.hpp"
+#include "hetrain/ops.hpp"
+
+namespace hetrain::nn {
+
+Linear::Linear(ParamBuffer& pb, const std::string& name, int in_features, int out_features)
+    : pb_(&pb), name_(name), I_(in_features), O_(out_features) {
+  w_ = pb.declare(name + ".weight", {O_, I_}, ParamKind::LinearWeight);
+  b_ = pb.declare(name + ".bias", {O_}, ParamKind::Bias);
+}
+
+Tensor Linear::forward(const Tensor& x, bool) {
+  HT_CHECK(x.ndim() == 2 && x.dim(1) == I_, name_, ": expected input [N, ", I_, "], got ", shape_str(x.shape()));
+  x_ = x;
+  ensure_shape(y_, {x.dim(0), O_});
+  cpu::linear_forward(y_.data(), x.data(), pb_->param(w_).data(), pb_->param(b_).data(), int(x.dim(0)), I_, O_);
+  return y_;
+}
+
+Tensor Linear::backward(const Tensor& dy) {
+  HT_CHECK(dy.shape() == y_.shape(), name_, ": gradient ", shape_str(dy.shape()), " does not match output ",
+           shape_str(y_.shape()));
+  float* dx = need_dx_ ? ensure_shape(dx_, x_.shape()).data() : nullptr;
+  cpu::linear_backward(dx, pb_->grad(w_).data(), pb_->grad(b_).data(), dy.data(), x_.data(), pb_->param(w_).data(),
+                       int(x_.dim(0)), I_, O_);
+  return need_dx_ ? dx_ : Tensor();
+}
+
+}  // namespace hetrain::nn

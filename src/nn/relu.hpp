@@ -1,0 +1,17 @@
+// nn/relu.hpp — ReLU layer (keeps its output: relu's backward needs only out > 0).
+#pragma once
+
+#include "nn/layer.hpp"
+
+namespace hetrain::nn {
+
+class ReLU : public Layer {
+ public:
+  Tensor forward(const Tensor& x, bool training) override;
+  Tensor backward(const Tensor& dy) override;
+
+ private:
+  Tensor y_, dx_;
+};
+
+}  // namespace hetrain::nn

@@ -1,0 +1,81 @@
+// nn/residual.cpp — residual blocks: forward adds the shortcut then applies ReLU; backward routes the
+// gradient through both paths and sums them.
+#include "nn/residual.hpp"
+
+#include "hetrain/error.hpp"
+#include "hetrain/ops.hpp"
+#include "nn/batchnorm2d.hpp"
+#include "nn/conv2d.hpp"
+#include "nn/relu.hpp"
+
+namespace hetrain::nn {
+
+void ResidualBlock::make_shortcut(ParamBuffer& pb, const std::string& prefix, int in, int out, int stride,
+                                  Workspace* ws) {
+  if (stride == 1 && in == out) return;
+  shortcut_.add<Conv2d>(pb, prefix + ".downsample.0", in, out, 1, stride, 0, false, ws);
+  shortcut_.add<BatchNorm2d>(pb, prefix + ".downsample.1", out);
+}
+
+Tensor ResidualBlock::forward(const Tensor& x, bool training) {
+  Tensor m = main_.forward(x, training);
+  Tensor s = shortcut_.empty() ? x : shortcut_.forward(x, training);
+  HT_CHECK(m.shape() == s.shape(), "residual block: main path ", shape_str(m.shape()), " and shortcut ",
+           shape_str(s.shape()), " differ");
+  ensure_shape(y_, m.shape());
+  // relu(m + s) in one pass (no aliasing of the ops' in/out arguments).
+  float* y = y_.data();
+  const float* a = m.data();
+  const float* b = s.data();
+  const int64_t n = m.numel();
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = a[i] + b[i];
+    y[i] = v > 0.0f ? v : 0.0f;
+  }
+  return y_;
+}
+
+Tensor ResidualBlock::backward(const Tensor& dy) {
+  HT_CHECK(dy.shape() == y_.shape(), "residual block: gradient ", shape_str(dy.shape()), " does not match output ",
+           shape_str(y_.shape()));
+  // d(sum) = dy·[y > 0], shared by both paths.
+  ensure_shape(dmain_, dy.shape());
+  cpu::relu_backward(dmain_.data(), dy.data(), y_.data(), dy.numel());
+  Tensor dx_main = main_.backward(dmain_);
+  if (shortcut_.empty()) {
+    if (!need_dx_) return Tensor();
+    ensure_shape(dx_, dx_main.shape());
+    cpu::add_forward(dx_.data(), dx_main.data(), dmain_.data(), dx_.numel());
+    return dx_;
+  }
+  Tensor dx_short = shortcut_.backward(dmain_);
+  if (!need_dx_) return Tensor();
+  ensure_shape(dx_, dx_main.shape());
+  cpu::add_forward(dx_.data(), dx_main.data(), dx_short.data(), dx_.numel());
+  return dx_;
+}
+
+BasicBlock::BasicBlock(ParamBuffer& pb, const std::string& prefix, int in, int planes, int stride, Workspace* ws) {
+  main_.add<Conv2d>(pb, prefix + ".conv1", in, planes, 3, stride, 1, false, ws);
+  main_.add<BatchNorm2d>(pb, prefix + ".bn1", planes);
+  main_.add<ReLU>();
+  main_.add<Conv2d>(pb, prefix + ".conv2", planes, planes, 3, 1, 1, false, ws);
+  main_.add<BatchNorm2d>(pb, prefix + ".bn2", planes);
+  make_shortcut(pb, prefix, in, planes * kExpansion, stride, ws);
+}
+
+Bottleneck::Bottleneck(ParamBuffer& pb, const std::string& prefix, int in, int planes, int stride, Workspace* ws) {
+  const int out = planes * kExpansion;
+  main_.add<Conv2d>(pb, prefix + ".conv1", in, planes, 1, 1, 0, false, ws);
+  main_.add<BatchNorm2d>(pb, prefix + ".bn1", planes);
+  main_.add<ReLU>();
+  main_.add<Conv2d>(pb, prefix + ".conv2", planes, planes, 3, stride, 1, false, ws);
+  main_.add<BatchNorm2d>(pb, prefix + ".bn2", planes);
+  main_.add<ReLU>();
+  main_.add<Conv2d>(pb, prefix + ".conv3", planes, out, 1, 1, 0, false, ws);
+  main_.add<BatchNorm2d>(pb, prefix + ".bn3", out);
+  make_shortcut(pb, prefix, in, out, stride, ws);
+}
+
+}  // namespace hetrain::nn

@@ -1,0 +1,29 @@
+// nn/sequential.cpp
+#include "nn/sequential.hpp"
+
+namespace hetrain::nn {
+
+Tensor Sequential::forward(const Tensor& x, bool training) {
+  Tensor h = x;
+  for (auto& l : layers_) h = l->forward(h, training);
+  return h;
+}
+
+Tensor Sequential::backward(const Tensor& dy) {
+  Tensor g = dy;
+  for (size_t i = layers_.size(); i-- > 0;) g = layers_[i]->backward(g);
+  return g;
+}
+
+bool Sequential::has_batch_coupling() const {
+  for (const auto& l : layers_)
+    if (l->has_batch_coupling()) return true;
+  return false;
+}
+
+void Sequential::set_need_input_grad(bool need) {
+  need_dx_ = need;
+  if (!layers_.empty()) layers_.front()->set_need_input_grad(need);
+}
+
+}  // namespace hetrain::nn

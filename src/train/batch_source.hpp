@@ -1,0 +1,38 @@
+// Where the trainer's local batches come from: an HDF5 dataset through the prefetcher, or in-memory
+// synthetic samples (`hetrain train --synthetic N`). Both hand back normalised float batches in the order
+// their requests were submitted, so the loop can queue requests a few steps ahead.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hetrain/data.hpp"
+
+namespace hetrain::train {
+
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  virtual const data::DatasetInfo& info() const = 0;
+  // Queue the samples of one local batch (may be empty: a rank with b_r = 0 still steps).
+  virtual void submit(std::vector<int64_t> indices, bool augment, uint64_t aug_seed) = 0;
+  virtual data::Batch next() = 0;
+};
+
+struct SourceOptions {
+  int prefetch_depth = 2;
+  int threads = 1;
+  data::AugmentConfig augment;
+};
+
+std::unique_ptr<BatchSource> open_dataset_source(const std::string& path, const SourceOptions& options);
+
+// Seeded images with learnable class structure, generated on request: sample i of a source depends only on
+// (seed, first_index + i), so a "validation" source with another first_index holds different samples.
+std::unique_ptr<BatchSource> make_synthetic_source(int64_t num_samples, int channels, int height, int width,
+                                                   int num_classes, uint64_t seed, int64_t first_index,
+                                                   const SourceOptions& options);
+
+}  // namespace hetrain::train

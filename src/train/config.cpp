@@ -1,0 +1,30 @@
+#include <sstream>
+
+#include "hetrain/train.hpp"
+
+namespace hetrain::train {
+
+std::string TrainConfig::canonical() const {
+  std::ostringstream os;
+  auto list = [](const auto& v) {
+    std::ostringstream o;
+    for (size_t i = 0; i < v.size(); ++i) o << (i ? "," : "") << v[i];
+    return o.str();
+  };
+  // Everything that changes the math or the sample order. Output paths and verbosity may differ per rank.
+  os << "data=" << data_path << "\nval=" << val_path << "\nsynthetic=" << synthetic
+     << "\nsynthetic_val=" << synthetic_val << "\nsynthetic_shape=" << list(synthetic_shape)
+     << "\nsynthetic_classes=" << synthetic_classes << "\naugment=" << augment << "\nprefetch=" << prefetch_depth
+     << "\nlast_batch=" << last_batch << "\nmodel=" << model << "\nglobal_batch=" << global_batch
+     << "\nepochs=" << epochs << "\nmax_steps=" << max_steps << "\nlr=" << lr << "\nlinear_scaling=" << linear_scaling
+     << "\nwarmup_epochs=" << warmup_epochs << "\nschedule=" << schedule << "\nmilestones=" << list(milestones)
+     << "\ngamma=" << gamma << "\nmomentum=" << momentum << "\nnesterov=" << nesterov
+     << "\nweight_decay=" << weight_decay << "\ndecay_bn_and_bias=" << decay_bn_and_bias
+     << "\nlabel_smoothing=" << label_smoothing << "\nseed=" << seed << "\nbalance=" << balance
+     << "\nrebalance_every=" << rebalance_every << "\nmax_local_batch=" << max_local_batch
+     << "\nemulate_speed=" << emulate_speed << "\nemulate_schedule=" << emulate_schedule
+     << "\nsplit=" << fixed_split << "\ndebug_consistency=" << debug_consistency << "\n";
+  return os.str();
+}
+
+}  // namespace hetrain::train

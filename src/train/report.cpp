@@ -1,0 +1,62 @@
+#include "train/report.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include "hetrain/error.hpp"
+
+namespace hetrain::train {
+
+int64_t StepRecord::global_batch() const {
+  double b = 0;
+  for (const auto& r : ranks) b += r.batch;
+  return static_cast<int64_t>(b);
+}
+
+double StepRecord::balance_efficiency() const {
+  if (ranks.empty() || step_seconds <= 0) return 0;
+  double busy = 0;
+  for (const auto& r : ranks) busy += r.compute;
+  return busy / (double(ranks.size()) * step_seconds);
+}
+
+MetricsFile::MetricsFile(const std::string& path) : path_(path), tmp_(path + ".tmp") {
+  file_ = std::fopen(tmp_.c_str(), "w");
+  HT_CHECK(file_ != nullptr, "--metrics: cannot write ", tmp_, ": ", std::strerror(errno));
+}
+
+MetricsFile::~MetricsFile() {
+  if (file_) {  // not closed: the run failed; leave nothing that looks complete
+    std::fclose(file_);
+    std::remove(tmp_.c_str());
+  }
+}
+
+void MetricsFile::write(const StepRecord& r) {
+  auto list = [&](const char* key, auto field) {
+    std::fprintf(file_, ",\"%s\":[", key);
+    for (size_t i = 0; i < r.ranks.size(); ++i) std::fprintf(file_, "%s%.6g", i ? "," : "", field(r.ranks[i]));
+    std::fprintf(file_, "]");
+  };
+  std::fprintf(file_, "{\"step\":%lld,\"epoch\":%lld,\"loss\":%.6g,\"accuracy\":%.6g,\"lr\":%.6g,\"step_s\":%.6g,"
+               "\"samples_per_s\":%.6g,\"efficiency\":%.4f",
+               (long long)r.step, (long long)r.epoch, r.loss, r.accuracy, r.lr, r.step_seconds,
+               r.samples_per_second(), r.balance_efficiency());
+  list("b", [](const StepTimes& t) { return t.batch; });
+  list("compute_s", [](const StepTimes& t) { return t.compute; });
+  list("wait_s", [](const StepTimes& t) { return t.wait; });
+  list("comm_s", [](const StepTimes& t) { return t.comm; });
+  std::fprintf(file_, "}\n");
+}
+
+void MetricsFile::close() {
+  if (!file_) return;
+  bool ok = std::fflush(file_) == 0;
+  ok = std::fclose(file_) == 0 && ok;
+  file_ = nullptr;
+  HT_CHECK(ok, "--metrics: writing ", tmp_, " failed: ", std::strerror(errno));
+  HT_CHECK(std::rename(tmp_.c_str(), path_.c_str()) == 0, "--metrics: cannot rename ", tmp_, " to ", path_, ": ",
+           std::strerror(errno));
+}
+
+}  // namespace hetrain::train

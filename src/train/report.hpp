@@ -1,0 +1,44 @@
+// What the user sees while training: the per-step progress line on rank 0 and the JSON-lines metrics file.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace hetrain::train {
+
+// One step as every rank measured it, gathered on rank 0.
+struct StepTimes {
+  double batch = 0;    // samples this rank computed (b_r)
+  double compute = 0;  // forward + backward (+ emulated sleep) seconds
+  double wait = 0;     // seconds blocked waiting for the batch
+  double comm = 0;     // seconds in the gradient allreduce
+};
+
+struct StepRecord {
+  int64_t step = 0, epoch = 0;
+  double loss = 0, accuracy = 0, lr = 0;
+  double step_seconds = 0;         // wall time of the step on rank 0
+  std::vector<StepTimes> ranks;    // one per rank
+  int64_t global_batch() const;
+  double samples_per_second() const { return step_seconds > 0 ? global_batch() / step_seconds : 0; }
+  // busy time / (ranks × step time): 1 when every rank computes the whole step.
+  double balance_efficiency() const;
+};
+
+// JSON-lines writer; one object per step. Written to PATH.tmp and renamed at close(), so a crashed run
+// leaves no file that looks complete.
+class MetricsFile {
+ public:
+  explicit MetricsFile(const std::string& path);
+  ~MetricsFile();
+  void write(const StepRecord& r);
+  void close();
+
+ private:
+  std::string path_, tmp_;
+  std::FILE* file_ = nullptr;
+};
+
+}  // namespace hetrain::train

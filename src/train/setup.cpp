@@ -1,0 +1,177 @@
+#include "train/setup.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "hetrain/error.hpp"
+#include "hetrain/threading.hpp"
+
+namespace hetrain::train {
+
+std::vector<int64_t> parse_int_list(const std::string& text, const char* option) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    HT_CHECK(used > 0 && used == item.size(), option, ": '", item, "' is not an integer (expected e.g. 5,0,17,10)");
+    out.push_back(v);
+  }
+  HT_CHECK(!out.empty(), option, ": empty list");
+  return out;
+}
+
+namespace {
+
+// Every check that needs no communication. Same config on every rank → same verdict, except for
+// rank-local facts (a file one node cannot read).
+Setup build_locally(const TrainConfig& cfg, dist::World& world) {
+  Setup s;
+  const int n = world.size();
+  HT_CHECK(cfg.threads >= 1, "--threads must be at least 1, got ", cfg.threads);
+  set_num_threads(cfg.threads);
+  HT_CHECK(cfg.device == "auto" || cfg.device == "cpu" || cfg.device == "cuda",
+           "--device must be auto, cpu or cuda, got '", cfg.device, "'");
+  HT_CHECK(cfg.device != "cuda", "--device cuda: GPU training is not available in this version of hetrain "
+                                 "(the CUDA backend is not wired into the trainer yet); use --device cpu");
+  HT_CHECK(cfg.global_batch >= 1, "--global-batch must be at least 1, got ", cfg.global_batch);
+  HT_CHECK(cfg.epochs >= 1, "--epochs must be at least 1, got ", cfg.epochs);
+  HT_CHECK(cfg.prefetch_depth >= 1, "--prefetch must be at least 1, got ", cfg.prefetch_depth);
+  HT_CHECK(cfg.label_smoothing >= 0 && cfg.label_smoothing < 1, "--label-smoothing must be in [0, 1), got ",
+           cfg.label_smoothing);
+  HT_CHECK(cfg.last_batch == "drop" || cfg.last_batch == "partial", "--last-batch must be drop or partial, got '",
+           cfg.last_batch, "'");
+  HT_CHECK((cfg.synthetic > 0) != !cfg.data_path.empty(),
+           cfg.synthetic > 0 ? "give either --data or --synthetic, not both" : "no training data: give --data FILE or --synthetic N");
+
+  SourceOptions so;
+  so.prefetch_depth = cfg.prefetch_depth;
+  so.threads = cfg.threads;
+  so.augment.random_crop = so.augment.hflip = cfg.augment;
+  if (cfg.synthetic > 0) {
+    HT_CHECK(cfg.synthetic_shape.size() == 3, "--synthetic-shape needs C,H,W");
+    const auto& sh = cfg.synthetic_shape;
+    s.train = make_synthetic_source(cfg.synthetic, sh[0], sh[1], sh[2], cfg.synthetic_classes, cfg.seed, 0, so);
+    if (cfg.synthetic_val > 0)
+      s.val = make_synthetic_source(cfg.synthetic_val, sh[0], sh[1], sh[2], cfg.synthetic_classes, cfg.seed,
+                                    cfg.synthetic, so);
+  } else {
+    s.train = open_dataset_source(cfg.data_path, so);
+  }
+  if (!cfg.val_path.empty()) {
+    SourceOptions vo = so;
+    vo.prefetch_depth = 1;
+    s.val = open_dataset_source(cfg.val_path, vo);
+  }
+  const auto& info = s.train->info();
+  if (s.val) {
+    const auto& v = s.val->info();
+    HT_CHECK(v.channels == info.channels && v.height == info.height && v.width == info.width &&
+                 v.num_classes == info.num_classes,
+             "--val ", v.path, ": images ", v.channels, "x", v.height, "x", v.width, " with ", v.num_classes,
+             " classes do not match the training data (", info.channels, "x", info.height, "x", info.width, ", ",
+             info.num_classes, " classes)");
+  }
+  HT_CHECK(info.num_samples >= n, "the training data has ", info.num_samples, " samples, fewer than the ", n,
+           " ranks: every rank needs samples");
+
+  nn::ModelConfig mc;
+  mc.name = cfg.model;
+  mc.in_channels = info.channels;
+  mc.height = info.height;
+  mc.width = info.width;
+  mc.num_classes = info.num_classes;
+  s.model = nn::Model::create(mc);
+  s.model->init(cfg.seed);
+
+  s.plan = std::make_unique<data::EpochPlan>(cfg.seed, info.num_samples, cfg.global_batch,
+                                             cfg.last_batch == "drop" ? data::LastBatch::Drop : data::LastBatch::Partial);
+  const int64_t spe = s.plan->steps_per_epoch();
+  HT_CHECK(spe >= 1, "--global-batch ", cfg.global_batch, " is larger than the ", info.num_samples,
+           " training samples (with --last-batch drop no step is left)");
+  s.total_steps = spe * cfg.epochs;
+  if (cfg.max_steps > 0) s.total_steps = std::min(s.total_steps, cfg.max_steps);
+
+  optim::ScheduleConfig sc;
+  sc.base_lr = cfg.lr;
+  sc.linear_scaling = cfg.linear_scaling;
+  sc.warmup_steps = static_cast<int64_t>(cfg.warmup_epochs * spe);
+  sc.decay = cfg.schedule;
+  for (int e : cfg.milestones) sc.milestones.push_back(int64_t(e) * spe);
+  sc.gamma = cfg.gamma;
+  s.schedule = std::make_unique<optim::LrSchedule>(sc, cfg.global_batch, s.total_steps);
+
+  optim::SgdConfig oc;
+  oc.momentum = cfg.momentum;
+  oc.nesterov = cfg.nesterov;
+  oc.weight_decay = cfg.weight_decay;
+  oc.decay_bn_and_bias = cfg.decay_bn_and_bias;
+  s.sgd = std::make_unique<optim::Sgd>(s.model->params(), oc);
+
+  s.emulator = dist::SpeedEmulator(cfg.emulate_speed, cfg.emulate_schedule, n);
+  if (!cfg.fixed_split.empty()) {
+    s.fixed_split = parse_int_list(cfg.fixed_split, "--split");
+    HT_CHECK(int(s.fixed_split.size()) == n, "--split lists ", s.fixed_split.size(), " batch sizes for ", n, " ranks");
+    int64_t sum = 0;
+    for (int64_t b : s.fixed_split) {
+      HT_CHECK(b >= 0, "--split: batch sizes must not be negative, got ", b);
+      sum += b;
+    }
+    HT_CHECK(sum == cfg.global_batch, "--split sums to ", sum, " but --global-batch is ", cfg.global_batch);
+  } else {
+    HT_CHECK(cfg.global_batch >= n, "--global-batch ", cfg.global_batch, " is smaller than the ", n,
+             " ranks: each rank needs at least one sample to be measured (use a larger batch or fewer ranks)");
+    dist::BalanceConfig bc;
+    bc.mode = dist::parse_balance_mode(cfg.balance);
+    HT_CHECK(cfg.rebalance_every >= 1, "--rebalance-every must be at least 1, got ", cfg.rebalance_every);
+    bc.rebalance_every = cfg.rebalance_every;
+    // Batches are requested prefetch_depth steps ahead, so a new split shows up that much later: each
+    // calibration phase must outlast the lag to be measured.
+    bc.calibration_steps = std::max(3, cfg.prefetch_depth + 2);
+    if (!cfg.max_local_batch.empty()) bc.caps = parse_int_list(cfg.max_local_batch, "--max-local-batch");
+    s.balancer = std::make_unique<dist::Balancer>(world.comm(), cfg.global_batch, bc);
+  }
+  s.comm = std::make_unique<dist::MpiCommunicator>(world.comm());
+  return s;
+}
+
+}  // namespace
+
+Setup make_setup(const TrainConfig& cfg, dist::World& world) {
+  Setup s;
+  std::string problem;
+  try {
+    s = build_locally(cfg, world);
+  } catch (const Error& e) {
+    problem = e.message();
+    if (problem.empty()) problem = "unknown error";
+  }
+  // Agree: the lowest rank that failed speaks for all.
+  int mine = problem.empty() ? world.size() : world.rank(), first = 0;
+  HT_MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, world.comm()));
+  if (first < world.size()) {
+    int len = int(problem.size());
+    HT_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, first, world.comm()));
+    problem.resize(len);
+    HT_MPI_CHECK(MPI_Bcast(problem.data(), len, MPI_CHAR, first, world.comm()));
+    std::string where = world.size() > 1 ? "rank " + std::to_string(first) + ": " : "";
+    throw AgreedError(where + problem, __FILE__, __LINE__);
+  }
+  try {
+    world.check_same_config(cfg.canonical());
+  } catch (const Error& e) {  // thrown on every rank
+    throw AgreedError(e.message(), __FILE__, __LINE__);
+  }
+  world.check_identical(s.model->params().values().data(), s.model->params().count(), "initial parameters");
+  return s;
+}
+
+}  // namespace hetrain::train

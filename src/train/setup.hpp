@@ -1,0 +1,35 @@
+// Everything a training run needs, built and validated from the configuration before the first step.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "hetrain/data.hpp"
+#include "hetrain/dist.hpp"
+#include "hetrain/nn.hpp"
+#include "hetrain/optim.hpp"
+#include "hetrain/train.hpp"
+#include "train/batch_source.hpp"
+
+namespace hetrain::train {
+
+struct Setup {
+  std::unique_ptr<BatchSource> train, val;
+  std::unique_ptr<nn::Model> model;
+  std::unique_ptr<data::EpochPlan> plan;
+  std::unique_ptr<optim::LrSchedule> schedule;
+  std::unique_ptr<optim::Sgd> sgd;
+  std::unique_ptr<dist::Communicator> comm;
+  std::unique_ptr<dist::Balancer> balancer;  // null with a fixed split
+  dist::SpeedEmulator emulator;
+  std::vector<int64_t> fixed_split;          // empty unless --split
+  int64_t total_steps = 0;
+};
+
+// Validates every input on every rank, then agrees across ranks: if any rank found a problem, every rank
+// throws AgreedError with the message of the lowest failing rank, so rank 0 reports one line and no rank
+// is left waiting. Then checks that all ranks parsed the same configuration and start from identical
+// parameters.
+Setup make_setup(const TrainConfig& config, dist::World& world);
+
+}  // namespace hetrain::train

@@ -1,0 +1,337 @@
+// The synchronous training loop (DESIGN.md "Data flow of one synchronous step").
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "hetrain/dist.hpp"
+#include "hetrain/error.hpp"
+#include "hetrain/nn.hpp"
+#include "hetrain/ops.hpp"
+#include "hetrain/optim.hpp"
+#include "hetrain/threading.hpp"
+#include "hetrain/train.hpp"
+#include "train/batch_source.hpp"
+#include "train/report.hpp"
+#include "train/setup.hpp"
+
+namespace hetrain::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The work of one step as planned when its batch was requested: later rebalances do not change it.
+struct PlannedStep {
+  int64_t epoch, step_in_epoch, global_step;
+  int64_t global_batch;          // B of this step (smaller for a partial last batch)
+  std::vector<int64_t> split;    // b_r of every rank, Σ = global_batch
+  int64_t local_batch() const { return split[dist::World::get().rank()]; }
+};
+
+// Loss, accuracy and sample count summed over ranks.
+struct Totals {
+  double loss_sum = 0, correct = 0, count = 0;
+  void allreduce(MPI_Comm comm) {
+    double v[3] = {loss_sum, correct, count};
+    HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_DOUBLE, MPI_SUM, comm));
+    loss_sum = v[0], correct = v[1], count = v[2];
+  }
+};
+
+class Trainer {
+ public:
+  explicit Trainer(const TrainConfig& cfg) : cfg_(cfg), world_(dist::World::get()), s_(make_setup(cfg, world_)) {}
+
+  TrainResult run() {
+    announce();
+    TrainResult result;
+    Totals window;  // since the last progress line
+    double timed_seconds = 0;
+    int64_t timed_samples = 0;
+    fill_queue();
+    while (!queue_.empty()) {
+      PlannedStep plan = queue_.front();
+      queue_.pop_front();
+      StepRecord rec = train_step(plan, window);
+      fill_queue();  // request what comes next before logging, so reading overlaps
+      if (plan.global_step > 0) {  // the first step pays one-off costs (allocation, page faults)
+        timed_seconds += rec.step_seconds;
+        timed_samples += plan.global_batch;
+      }
+      if (world_.rank() == 0) report_step(rec, window, result);
+      bool last_of_epoch = queue_.empty() || queue_.front().epoch != plan.epoch;
+      if (last_of_epoch) end_epoch(plan.epoch, result);
+      result.steps = plan.global_step + 1;
+    }
+    if (metrics_) metrics_->close();
+    result.samples_per_second = timed_seconds > 0 ? timed_samples / timed_seconds : 0;
+    if (world_.rank() == 0 && !cfg_.quiet)
+      std::printf("done: %lld steps, %.1f samples/s (after the first step), final train loss %.4f%s\n",
+                  (long long)result.steps, result.samples_per_second, result.final_loss,
+                  result.val_accuracy >= 0 ? (", val accuracy " + pct(result.val_accuracy)).c_str() : "");
+    dump_parameters();
+    return result;
+  }
+
+ private:
+  static std::string pct(double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * x);
+    return buf;
+  }
+
+  void announce() {
+    const std::string table = world_.rank_table("cpu (" + std::to_string(cfg_.threads) + " threads)");
+    if (world_.rank() != 0 || cfg_.quiet) return;
+    const auto& info = s_.train->info();
+    std::printf("hetrain: %d rank(s)\n%s", world_.size(), table.c_str());
+    std::printf("data: %s — %lld samples, %dx%dx%d, %d classes%s\n", info.path.c_str(),
+                (long long)info.num_samples, info.channels, info.height, info.width, info.num_classes,
+                s_.val ? (", validation " + std::to_string(s_.val->info().num_samples) + " samples").c_str() : "");
+    std::printf("model: %s, %lld parameters; global batch %lld, %lld steps/epoch, %d epoch(s), peak lr %.4g\n",
+                cfg_.model.c_str(), (long long)s_.model->param_count(), (long long)cfg_.global_batch,
+                (long long)s_.plan->steps_per_epoch(), cfg_.epochs, s_.schedule->peak_lr());
+    if (s_.emulator.active()) std::printf("%s\n", s_.emulator.describe().c_str());
+    if (!s_.fixed_split.empty())
+      std::printf("balance: fixed split %s\n", join(s_.fixed_split).c_str());
+    else
+      std::printf("balance: %s, initial split %s\n", dist::balance_mode_name(s_.balancer->planner().config().mode),
+                  join(s_.balancer->split()).c_str());
+    std::fflush(stdout);
+  }
+
+  static std::string join(const std::vector<int64_t>& v) {
+    std::ostringstream os;
+    os << '[';
+    for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+    os << ']';
+    return os.str();
+  }
+
+  // The split every rank uses for a step of `batch` samples: the balancer's (or the fixed) split, scaled
+  // down by largest remainder for a partial last batch.
+  std::vector<int64_t> split_for(int64_t batch) const {
+    const std::vector<int64_t>& full = s_.fixed_split.empty() ? s_.balancer->split() : s_.fixed_split;
+    if (batch == cfg_.global_batch) return full;
+    std::vector<int64_t> out(full.size());
+    std::vector<std::pair<double, size_t>> rest;
+    int64_t given = 0;
+    for (size_t r = 0; r < full.size(); ++r) {
+      double exact = double(full[r]) * batch / cfg_.global_batch;
+      out[r] = static_cast<int64_t>(std::floor(exact));
+      given += out[r];
+      rest.push_back({-(exact - out[r]), r});
+    }
+    std::sort(rest.begin(), rest.end());
+    for (size_t i = 0; given < batch; ++i, ++given) out[rest[i % rest.size()].second] += 1;
+    return out;
+  }
+
+  // Requests batches up to prefetch_depth steps ahead, each with the split in force when it is requested.
+  void fill_queue() {
+    const int64_t steps_per_epoch = s_.plan->steps_per_epoch();
+    const int64_t total = s_.total_steps;
+    while (int64_t(queue_.size()) < std::max(1, cfg_.prefetch_depth) && next_step_ < total) {
+      PlannedStep p;
+      p.global_step = next_step_++;
+      p.epoch = p.global_step / steps_per_epoch;
+      p.step_in_epoch = p.global_step % steps_per_epoch;
+      p.global_batch = s_.plan->batch_size(p.step_in_epoch);
+      p.split = split_for(p.global_batch);
+      int64_t offset = 0;
+      for (int r = 0; r < world_.rank(); ++r) offset += p.split[r];
+      auto indices = s_.plan->slice(p.epoch, p.step_in_epoch, offset, p.local_batch());
+      if (samples_log_) for (int64_t i : indices) *samples_log_ << p.epoch << ' ' << i << '\n';
+      const uint64_t aug_seed = cfg_.seed * 0x9e3779b97f4a7c15ull + uint64_t(p.global_step) * 1000003ull + world_.rank();
+      s_.train->submit(std::move(indices), cfg_.augment, aug_seed);
+      queue_.push_back(std::move(p));
+    }
+  }
+
+  StepRecord train_step(const PlannedStep& plan, Totals& window) {
+    auto step_start = Clock::now();
+    data::Batch batch = s_.train->next();
+    StepTimes mine;
+    mine.wait = seconds_since(step_start);
+    const int64_t b = plan.local_batch();
+    HT_CHECK(int64_t(batch.labels.size()) == b, "internal: batch of ", batch.labels.size(), " samples for a share of ", b);
+
+    auto compute_start = Clock::now();
+    nn::ParamBuffer& params = s_.model->params();
+    params.grads().zero();
+    double loss_sum = 0, correct = 0;
+    if (b > 0) {
+      const int K = s_.train->info().num_classes;
+      Tensor logits = s_.model->forward(batch.images, /*training=*/true);
+      Tensor probs({b, K}), dlogits({b, K});
+      float loss = cpu::softmax_xent_forward(probs.data(), logits.data(), batch.labels.data(), int(b), K,
+                                             cfg_.label_smoothing);
+      correct = double(cpu::top1_correct(logits.data(), batch.labels.data(), int(b), K));
+      loss_sum = double(loss) * b;
+      // The local loss is the mean over the b_r local samples; the b_r/B weight comes in the reduction.
+      cpu::softmax_xent_backward(dlogits.data(), probs.data(), batch.labels.data(), int(b), K,
+                                 cfg_.label_smoothing, 1.0f / float(b));
+      s_.model->backward(dlogits);
+    }
+    mine.compute = seconds_since(compute_start);
+    mine.compute += s_.emulator.apply(world_.rank(), plan.global_step, mine.compute);
+    mine.batch = double(b);
+
+    auto comm_start = Clock::now();
+    s_.comm->weighted_allreduce(params.grads().data(), params.count(), double(b) / double(plan.global_batch));
+    Totals step_totals{loss_sum, correct, double(b)};
+    step_totals.allreduce(world_.comm());
+    mine.comm = seconds_since(comm_start);
+
+    const float lr = s_.schedule->at(plan.global_step);
+    s_.sgd->step(params, lr);
+    if (cfg_.debug_consistency) world_.check_identical(params.values().data(), params.count(), "parameters");
+
+    if (s_.fixed_split.empty()) {
+      s_.balancer->record(b, mine.compute);
+      if (s_.balancer->update(plan.global_step) && world_.rank() == 0 && !cfg_.quiet) {
+        std::printf("rebalance: %s\n", s_.balancer->describe(plan.global_step).c_str());
+        std::fflush(stdout);
+      }
+    }
+    last_split_ = plan.split;
+
+    StepRecord rec;
+    rec.step = plan.global_step;
+    rec.epoch = plan.epoch;
+    rec.lr = lr;
+    rec.loss = step_totals.loss_sum / std::max(1.0, step_totals.count);
+    rec.accuracy = step_totals.correct / std::max(1.0, step_totals.count);
+    rec.ranks.resize(world_.size());
+    HT_MPI_CHECK(MPI_Gather(&mine, 4, MPI_DOUBLE, rec.ranks.data(), 4, MPI_DOUBLE, 0, world_.comm()));
+    rec.step_seconds = seconds_since(step_start);
+    window.loss_sum += step_totals.loss_sum;
+    window.correct += step_totals.correct;
+    window.count += step_totals.count;
+    return rec;
+  }
+
+  void report_step(const StepRecord& rec, Totals& window, TrainResult& result) {
+    if (metrics_) metrics_->write(rec);
+    eff_sum_ += rec.balance_efficiency();
+    time_sum_ += rec.step_seconds;
+    samples_sum_ += rec.global_batch();
+    ++window_steps_;
+    const bool log_now = cfg_.log_every > 0 && (rec.step + 1) % cfg_.log_every == 0;
+    const bool last = next_step_ >= s_.total_steps && queue_.empty();
+    if (!log_now && !last) return;
+    result.final_loss = window.loss_sum / std::max(1.0, window.count);
+    if (!cfg_.quiet)
+      std::printf("step %6lld  epoch %3lld  loss %.4f  acc %6.2f%%  lr %.4g  %8.1f samples/s  balance %5.1f%%\n",
+                  (long long)rec.step + 1, (long long)rec.epoch + 1, result.final_loss,
+                  100.0 * window.correct / std::max(1.0, window.count), rec.lr,
+                  time_sum_ > 0 ? samples_sum_ / time_sum_ : 0.0, 100.0 * eff_sum_ / window_steps_);
+    std::fflush(stdout);
+    window = Totals{};
+    eff_sum_ = time_sum_ = 0;
+    samples_sum_ = 0;
+    window_steps_ = 0;
+  }
+
+  // Batch-norm running statistics differ per rank (each saw its own samples); average them weighted by
+  // b_r/B so evaluation and the final model use one set, identical everywhere.
+  void sync_running_stats() {
+    nn::ParamBuffer& params = s_.model->params();
+    if (params.state_count() == 0 || last_split_.empty()) return;
+    int64_t total = 0;
+    for (int64_t b : last_split_) total += b;
+    s_.comm->weighted_allreduce(params.states().data(), params.state_count(),
+                                double(last_split_[world_.rank()]) / double(std::max<int64_t>(1, total)));
+  }
+
+  void end_epoch(int64_t epoch, TrainResult& result) {
+    sync_running_stats();
+    if (!s_.val) return;
+    Totals t = evaluate();
+    result.val_accuracy = t.correct / std::max(1.0, t.count);
+    if (world_.rank() == 0 && !cfg_.quiet) {
+      std::printf("epoch %lld: validation loss %.4f, accuracy %s (%lld samples)\n", (long long)epoch + 1,
+                  t.loss_sum / std::max(1.0, t.count), pct(result.val_accuracy).c_str(), (long long)t.count);
+      std::fflush(stdout);
+    }
+  }
+
+  // Each rank evaluates a contiguous share of the validation set, without augmentation.
+  Totals evaluate() {
+    const int64_t n = s_.val->info().num_samples, ranks = world_.size(), r = world_.rank();
+    const int64_t begin = n * r / ranks, end = n * (r + 1) / ranks;
+    const int64_t chunk = 256;
+    const int K = s_.val->info().num_classes;
+    Totals t;
+    for (int64_t first = begin; first < end; first += chunk) {
+      std::vector<int64_t> idx;
+      for (int64_t i = first; i < std::min(end, first + chunk); ++i) idx.push_back(i);
+      s_.val->submit(idx, false, 0);
+      data::Batch batch = s_.val->next();
+      const int64_t b = int64_t(idx.size());
+      Tensor logits = s_.model->forward(batch.images, /*training=*/false);
+      Tensor probs({b, K});
+      t.loss_sum += double(cpu::softmax_xent_forward(probs.data(), logits.data(), batch.labels.data(), int(b), K,
+                                                     0.0f)) * b;
+      t.correct += double(cpu::top1_correct(logits.data(), batch.labels.data(), int(b), K));
+      t.count += double(b);
+    }
+    t.allreduce(world_.comm());
+    return t;
+  }
+
+  std::string per_rank_path(const std::string& pattern) const {
+    std::string out = pattern;
+    size_t at = out.find("%r");
+    if (at != std::string::npos) out.replace(at, 2, std::to_string(world_.rank()));
+    return out;
+  }
+
+  void dump_parameters() const {
+    if (cfg_.dump_params.empty()) return;
+    const std::string path = per_rank_path(cfg_.dump_params);
+    if (path == cfg_.dump_params && world_.rank() != 0) return;  // one file: rank 0 writes it
+    std::ofstream out(path, std::ios::binary);
+    const auto& values = s_.model->params().values();
+    out.write(reinterpret_cast<const char*>(values.data()), values.numel() * sizeof(float));
+    HT_CHECK(out.good(), "--dump-params: cannot write ", path);
+  }
+
+ public:
+  void open_outputs() {
+    if (!cfg_.metrics_path.empty() && world_.rank() == 0) metrics_ = std::make_unique<MetricsFile>(cfg_.metrics_path);
+    if (!cfg_.dump_samples.empty()) {
+      samples_log_ = std::make_unique<std::ofstream>(per_rank_path(cfg_.dump_samples));
+      HT_CHECK(samples_log_->good(), "--dump-samples: cannot write ", per_rank_path(cfg_.dump_samples));
+    }
+  }
+
+ private:
+  const TrainConfig& cfg_;
+  dist::World& world_;
+  Setup s_;
+  std::deque<PlannedStep> queue_;
+  int64_t next_step_ = 0;
+  std::vector<int64_t> last_split_;
+  std::unique_ptr<MetricsFile> metrics_;
+  std::unique_ptr<std::ofstream> samples_log_;
+  double eff_sum_ = 0, time_sum_ = 0;
+  int64_t samples_sum_ = 0, window_steps_ = 0;
+};
+
+}  // namespace
+
+TrainResult run_training(const TrainConfig& config) {
+  Trainer trainer(config);
+  trainer.open_outputs();
+  return trainer.run();
+}
+
+}  // namespace hetrain::train

@@ -1,0 +1,88 @@
+// Cost model fitting: exact on noiseless data, sane on noisy data, robust when b never changes.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "hetrain/dist/balance.hpp"
+
+using namespace hetrain::dist;
+
+TEST(CostModel, PredictIsZeroForNoSamples) {
+  CostModel m{0.5, 0.25};
+  EXPECT_EQ(m.predict(0), 0.0);
+  EXPECT_DOUBLE_EQ(m.predict(4), 1.5);
+}
+
+TEST(CostModel, RecoversAlphaBetaFromNoiselessData) {
+  CostWindow w(10, 0.8);
+  for (int64_t b : {16, 24, 16, 24, 32, 8}) w.add(b, 0.02 + 0.003 * double(b));
+  CostModel m = w.fit(nullptr);
+  EXPECT_NEAR(m.alpha, 0.02, 1e-12);
+  EXPECT_NEAR(m.beta, 0.003, 1e-13);
+}
+
+TEST(CostModel, SaneOnNoisyData) {
+  std::mt19937 rng(42);
+  std::normal_distribution<double> noise(0.0, 0.03);  // 3% multiplicative noise
+  CostWindow w(40, 0.95);
+  for (int i = 0; i < 40; ++i) {
+    int64_t b = (i % 2) ? 16 : 48;
+    w.add(b, (0.01 + 0.002 * double(b)) * (1.0 + noise(rng)));
+  }
+  CostModel m = w.fit(nullptr);
+  EXPECT_GE(m.alpha, 0.0);
+  EXPECT_NEAR(m.beta, 0.002, 0.0004);
+  EXPECT_NEAR(m.predict(32), 0.01 + 0.002 * 32, 0.003);
+}
+
+TEST(CostModel, OneDistinctBatchSizeKeepsPreviousShape) {
+  CostModel prev{0.01, 0.001};
+  CostWindow w(8, 0.9);
+  for (int i = 0; i < 8; ++i) w.add(20, 3.0 * prev.predict(20));  // 3x slower, same b throughout
+  CostModel m = w.fit(&prev);
+  EXPECT_NEAR(m.alpha, 0.03, 1e-12);
+  EXPECT_NEAR(m.beta, 0.003, 1e-13);
+  // Without a previous model: proportional, α = 0.
+  CostModel p = w.fit(nullptr);
+  EXPECT_EQ(p.alpha, 0.0);
+  EXPECT_NEAR(p.beta, 3.0 * prev.predict(20) / 20.0, 1e-13);
+}
+
+TEST(CostModel, NeverNegative) {
+  // Decreasing time with b (noise): slope would be negative → fall back, never negative.
+  CostWindow w(4, 1.0);
+  w.add(10, 0.05);
+  w.add(20, 0.04);
+  CostModel m = w.fit(nullptr);
+  EXPECT_GE(m.alpha, 0.0);
+  EXPECT_GT(m.beta, 0.0);
+  // A steep line through a negative intercept: α clamps to 0, β through the origin.
+  CostWindow v(4, 1.0);
+  v.add(10, 0.01);
+  v.add(20, 0.05);
+  CostModel q = v.fit(nullptr);
+  EXPECT_EQ(q.alpha, 0.0);
+  EXPECT_GT(q.beta, 0.0);
+}
+
+TEST(CostModel, ZeroBatchSamplesCarryNoInformation) {
+  CostModel prev{0.0, 0.002};
+  CostWindow w(4, 1.0);
+  w.add(0, 0.0);
+  w.add(0, 1e-5);
+  CostModel m = w.fit(&prev);
+  EXPECT_EQ(m.alpha, prev.alpha);
+  EXPECT_EQ(m.beta, prev.beta);
+  CostModel none = w.fit(nullptr);
+  EXPECT_EQ(none.beta, 0.0);  // unknown: the planner substitutes the median slope
+}
+
+TEST(CostModel, WindowKeepsOnlyRecentSamples) {
+  CostWindow w(3, 1.0);
+  for (int i = 0; i < 5; ++i) w.add(10 + i, 1.0);  // old, to be dropped
+  EXPECT_EQ(w.size(), 3);
+  for (int64_t b : {10, 20, 30}) w.add(b, 0.001 * double(b));
+  CostModel m = w.fit(nullptr);
+  EXPECT_NEAR(m.alpha, 0.0, 1e-12);
+  EXPECT_NEAR(m.beta, 0.001, 1e-12);
+}

@@ -1,0 +1,228 @@
+// BalancePlanner: calibration schedule, hysteresis under noise, convergence in a pure simulation.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <functional>
+#include <numeric>
+#include <random>
+
+#include "hetrain/dist/balance.hpp"
+#include "hetrain/error.hpp"
+
+using namespace hetrain;
+using namespace hetrain::dist;
+
+namespace {
+// What every rank's Balancer does, without MPI: record each step into its window, refit at the planner's
+// steps (previous fit as fallback), hand everyone the same models.
+struct Simulation {
+  BalancePlanner planner;
+  std::vector<CostWindow> windows;
+  std::vector<CostModel> previous;
+  std::vector<bool> have;
+  std::function<double(int, int64_t, int64_t)> seconds;  // (rank, step, b) → compute time
+  int changes = 0;
+
+  Simulation(int n, int64_t B, const BalanceConfig& c, std::function<double(int, int64_t, int64_t)> f)
+      : planner(n, B, c),
+        windows(static_cast<size_t>(n), CostWindow(c.window > 0 ? c.window : int(2 * c.rebalance_every), c.decay)),
+        previous(static_cast<size_t>(n)),
+        have(static_cast<size_t>(n), false),
+        seconds(std::move(f)) {}
+
+  // Runs steps [from, to); returns true when the split changed at a refit (not calibration).
+  void run(int64_t from, int64_t to) {
+    for (int64_t step = from; step < to; ++step) {
+      const int n = planner.size();
+      for (int r = 0; r < n; ++r) windows[r].add(planner.split()[r], seconds(r, step, planner.split()[r]));
+      std::vector<CostModel> models;
+      if (planner.needs_models(step)) {
+        for (int r = 0; r < n; ++r) {
+          CostModel m = windows[r].fit(have[r] ? &previous[r] : nullptr);
+          if (m.beta > 0) previous[r] = m, have[r] = true;
+          models.push_back(m);
+        }
+      }
+      bool changed = planner.advance(step, models);
+      if (changed && step > 2 * planner.config().calibration_steps - 1) ++changes;
+    }
+  }
+  // Ideal step time / true step time of the current split (1 = perfectly balanced); speeds in samples/ms.
+  double efficiency(int64_t step, const std::vector<double>& speed_per_ms) const {
+    double worst = 0, total_speed = 0;
+    for (int r = 0; r < planner.size(); ++r) {
+      worst = std::max(worst, seconds(r, step, planner.split()[r]));
+      total_speed += speed_per_ms[r];
+    }
+    return 1e-3 * (double(planner.global_batch()) / total_speed) / worst;
+  }
+};
+
+BalanceConfig dynamic_config(int64_t K) {
+  BalanceConfig c;
+  c.mode = BalanceMode::Dynamic;
+  c.rebalance_every = K;
+  c.calibration_steps = 3;
+  return c;
+}
+}  // namespace
+
+TEST(BalancePlanner, CalibrationScheduleAndModes) {
+  BalanceConfig c = dynamic_config(10);
+  BalancePlanner p(4, 100, c);
+  EXPECT_EQ(p.split(), (std::vector<int64_t>{25, 25, 25, 25}));
+  EXPECT_FALSE(p.needs_models(0));
+  EXPECT_FALSE(p.needs_models(2));
+  EXPECT_TRUE(p.advance(2, {}));  // after step C-1: the perturbed split
+  std::vector<int64_t> perturbed = p.split();
+  EXPECT_EQ(std::accumulate(perturbed.begin(), perturbed.end(), int64_t(0)), 100);
+  for (int r = 0; r < 4; ++r) EXPECT_NE(perturbed[r], 25) << "rank " << r << " needs a second batch size";
+  EXPECT_TRUE(p.needs_models(5));  // first fit after step 2C-1
+  EXPECT_FALSE(p.needs_models(6));
+  EXPECT_TRUE(p.needs_models(15));
+  EXPECT_TRUE(p.needs_models(25));
+  EXPECT_FALSE(p.needs_models(24));
+
+  c.mode = BalanceMode::Static;
+  BalancePlanner s(4, 100, c);
+  EXPECT_TRUE(s.needs_models(5));
+  EXPECT_FALSE(s.needs_models(15));
+
+  c.mode = BalanceMode::None;
+  BalancePlanner u(3, 100, c);
+  EXPECT_EQ(u.split(), (std::vector<int64_t>{34, 33, 33}));
+  for (int64_t step = 0; step < 50; ++step) {
+    EXPECT_FALSE(u.needs_models(step));
+    EXPECT_FALSE(u.advance(step, {}));
+  }
+  EXPECT_EQ(u.split(), (std::vector<int64_t>{34, 33, 33}));
+}
+
+TEST(BalancePlanner, OddWorldPerturbationGivesEveryRankASecondSize) {
+  BalanceConfig c = dynamic_config(10);
+  for (int n : {2, 3, 5}) {
+    BalancePlanner p(n, 60, c);
+    std::vector<int64_t> uniform = p.split();
+    p.advance(2, {});
+    for (int r = 0; r < n; ++r) EXPECT_NE(p.split()[r], uniform[r]) << "n=" << n << " rank " << r;
+  }
+}
+
+TEST(BalancePlanner, ValidatesInputBeforeAnything) {
+  BalanceConfig c = dynamic_config(10);
+  EXPECT_THROW(BalancePlanner(4, 0, c), Error);
+  c.caps = {10, 10};
+  try {
+    BalancePlanner(4, 32, c);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--max-local-batch: expected one value or one per rank (4), got 2"),
+              std::string::npos) << e.what();
+  }
+  c.caps = {7};
+  try {
+    BalancePlanner(4, 32, c);
+    FAIL();
+  } catch (const AgreedError& e) {
+    EXPECT_NE(std::string(e.what()).find("caps sum to 28"), std::string::npos) << e.what();
+  }
+  c.caps = {8, 8, 0, 16};
+  EXPECT_THROW(BalancePlanner(4, 32, c), AgreedError);
+  c.caps = {8, 8, 8, 8};
+  EXPECT_NO_THROW(BalancePlanner(4, 32, c));
+  c.caps = {};
+  c.rebalance_every = 0;
+  EXPECT_THROW(BalancePlanner(4, 32, c), Error);
+  EXPECT_THROW(parse_balance_mode("fast"), AgreedError);
+  EXPECT_EQ(parse_balance_mode("static"), BalanceMode::Static);
+  // Fewer samples than ranks is fine: zero shares are allowed.
+  c = dynamic_config(10);
+  BalancePlanner small(4, 2, c);
+  EXPECT_EQ(small.split(), (std::vector<int64_t>{1, 1, 0, 0}));
+}
+
+TEST(BalancePlanner, HysteresisPreventsFlipFlopUnderNoise) {
+  // Four equal ranks, 3% measurement noise: the plan must stay put; without hysteresis it wanders.
+  auto flips = [](double hysteresis) {
+    std::mt19937 rng(99);
+    std::normal_distribution<double> noise(0.0, 0.03);
+    BalanceConfig c = dynamic_config(10);
+    c.hysteresis = hysteresis;
+    Simulation sim(4, 128, c, [&](int, int64_t, int64_t b) { return (0.002 + 0.001 * double(b)) * (1 + noise(rng)); });
+    sim.run(0, 600);
+    return sim.changes;
+  };
+  int with = flips(0.03), without = flips(0.0);
+  std::printf("plan changes over 59 refits: %d with 3%% hysteresis, %d without\n", with, without);
+  EXPECT_LE(with, 1);
+  EXPECT_GE(without, with + 4) << "the noise model should make an unprotected planner flip";
+}
+
+TEST(BalancePlanner, DynamicConvergesToProportionalAndFollowsSlowdown) {
+  // Emulated speeds (samples/ms) 1, 1, 0.5, 0.25; time = b / s. Rank 1 becomes 3x slower at step 60.
+  std::vector<double> speed = {1.0, 1.0, 0.5, 0.25};
+  const int64_t slow_at = 60, K = 10;
+  auto sp = [&](int r, int64_t step) { return (r == 1 && step >= slow_at) ? 1.0 / 3.0 : speed[r]; };
+  Simulation sim(4, 256, dynamic_config(K), [&](int r, int64_t step, int64_t b) { return 1e-3 * double(b) / sp(r, step); });
+  sim.run(0, 6);  // calibration (2 x 3 steps) and the first fit
+  // Proportional shares 256·s/2.75 = 93.1, 93.1, 46.5, 23.3: reached at the first fit.
+  const std::vector<double> share = {93.09, 93.09, 46.55, 23.27};
+  for (int r = 0; r < 4; ++r) EXPECT_NEAR(double(sim.planner.split()[r]), share[r], 1.0) << "rank " << r;
+  EXPECT_GE(sim.efficiency(6, speed), 0.98);
+  EXPECT_NEAR(sim.planner.predicted_uniform_seconds() / sim.planner.predicted_seconds(), 2.75, 0.05);
+
+  sim.run(6, slow_at);
+  EXPECT_EQ(sim.changes, 0) << "a balanced plan must not change while speeds stay put";
+  // Within 3 rebalance intervals after the slowdown, ≥ 0.9 of the new ideal.
+  std::vector<double> after = {1.0, 1.0 / 3.0, 0.5, 0.25};
+  EXPECT_LT(sim.efficiency(slow_at, after), 0.6);  // the old plan is badly off now
+  std::string trace;
+  for (int i = 1; i <= 3; ++i) {
+    sim.run(slow_at + (i - 1) * K, slow_at + i * K);
+    trace += " " + std::to_string(sim.efficiency(slow_at + i * K, after));
+  }
+  std::printf("efficiency after each of the 3 intervals following the slowdown:%s\n", trace.c_str());
+  EXPECT_GE(sim.efficiency(slow_at + 3 * K, after), 0.9) << sim.planner.describe(slow_at + 3 * K);
+  sim.run(slow_at + 3 * K, slow_at + 10 * K);
+  EXPECT_GE(sim.efficiency(slow_at + 10 * K, after), 0.97) << sim.planner.describe(slow_at + 10 * K);
+}
+
+TEST(BalancePlanner, ConvergesWithFixedCostsAndNoise) {
+  // t_r(b) = α + b / s_r with 2% noise; the plan gets within 10% of the best achievable step time.
+  std::vector<double> speed = {2.0, 1.0, 1.0, 0.5};
+  std::mt19937 rng(5);
+  std::normal_distribution<double> noise(0.0, 0.02);
+  auto truth = [&](int r) { return CostModel{0.004, 1e-3 / speed[r]}; };
+  Simulation sim(4, 192, dynamic_config(10),
+                 [&](int r, int64_t, int64_t b) { return truth(r).predict(b) * (1 + noise(rng)); });
+  sim.run(0, 100);
+  std::vector<CostModel> true_models;
+  for (int r = 0; r < 4; ++r) true_models.push_back(truth(r));
+  double best = predicted_step_seconds(true_models, solve_split(true_models, {}, 192));
+  double now = predicted_step_seconds(true_models, sim.planner.split());
+  EXPECT_LE(now, 1.1 * best) << sim.planner.describe(99);
+  EXPECT_LE(sim.changes, 3) << "noise must not keep the plan moving";
+}
+
+TEST(BalancePlanner, StaticFitsOnceAndRespectsCaps) {
+  BalanceConfig c = dynamic_config(10);
+  c.mode = BalanceMode::Static;
+  c.caps = {40, 200, 200, 200};
+  std::vector<double> speed = {4.0, 1.0, 1.0, 1.0};
+  Simulation sim(4, 160, c, [&](int r, int64_t step, int64_t b) {
+    double s = (step > 20 && r == 0) ? 0.1 : speed[r];  // a later change is ignored by static
+    return 1e-3 * double(b) / s;
+  });
+  sim.run(0, 100);
+  EXPECT_EQ(sim.planner.split(), (std::vector<int64_t>{40, 40, 40, 40}));  // rank 0 capped at 40
+  EXPECT_EQ(sim.planner.fits(), 1);
+}
+
+TEST(BalancePlanner, SetSplitValidates) {
+  BalancePlanner p(2, 10, dynamic_config(5));
+  p.set_split({10, 0});
+  EXPECT_EQ(p.split(), (std::vector<int64_t>{10, 0}));
+  EXPECT_THROW(p.set_split({5, 4}), Error);
+  EXPECT_THROW(p.set_split({10}), Error);
+  EXPECT_THROW(p.set_split({11, -1}), Error);
+}

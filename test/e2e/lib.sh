@@ -1,0 +1,28 @@
+# Shared by the end-to-end tests (sourced, not run: the runner only runs *.sh files that do not start with lib).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_base_warn_component_unused=0
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+HETRAIN=build/bin/hetrain
+PACK=build/bin/hetrain-pack
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+skip() { echo "SKIP: $*"; exit 77; }
+# run_mpi N ARGS...: hetrain train on N ranks, bounded in time so a hang fails the test instead of CI.
+run_mpi() { local n=$1; shift; timeout 300 mpirun -n "$n" "$HETRAIN" train "$@"; }
+# float_compare A B RTOL: raw float32 files equal within rtol·max|x| + 1e-6; prints the max difference.
+float_compare() {
+  /usr/bin/python3 - "$@" <<'PY'
+import sys, array
+a, b = array.array('f'), array.array('f')
+a.frombytes(open(sys.argv[1], 'rb').read()); b.frombytes(open(sys.argv[2], 'rb').read())
+tol = float(sys.argv[3])
+if len(a) != len(b) or len(a) == 0: print("length differs: %d vs %d" % (len(a), len(b))); sys.exit(1)
+scale = max(abs(x) for x in a)
+worst = max(abs(x - y) for x, y in zip(a, b))
+print("%d floats, max |diff| %.3g (scale %.3g, allowed %.3g)" % (len(a), worst, scale, tol * scale + 1e-6))
+sys.exit(0 if worst <= tol * scale + 1e-6 else 1)
+PY
+}

@@ -1,0 +1,85 @@
+// test/gpu/conv_cudnn_test.cpp — cuda::CudnnConv2d against cpu::conv2d_forward_naive / backward_naive.
+// FP32 (no TF32): atol 1e-4 + rtol 1e-4 for out and din, atol 1e-3 + rtol 1e-4 for dweight and dbias (sums
+// over N·P·Q terms in a different order). With TF32 (10-bit mantissa): rtol 5e-3 relative to the largest
+// reference value.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gpu_test_util.hpp"
+
+using namespace hetrain;
+using gpu_test::expect_close;
+
+namespace {
+void check_conv(const cpu::Conv2dGeom& g, bool tf32, uint32_t seed) {
+  SCOPED_TRACE("N" + std::to_string(g.N) + " C" + std::to_string(g.C) + " " + std::to_string(g.H) + "x" +
+               std::to_string(g.W) + " K" + std::to_string(g.K) + " " + std::to_string(g.R) + "x" +
+               std::to_string(g.S) + " stride " + std::to_string(g.stride) + " pad " + std::to_string(g.pad) +
+               (tf32 ? " tf32" : ""));
+  const size_t nin = size_t(g.N) * g.C * g.H * g.W, nw = size_t(g.K) * g.C * g.R * g.S;
+  const size_t nout = size_t(g.N) * g.K * g.P() * g.Q();
+  auto in = gpu_test::random_floats(nin, seed), w = gpu_test::random_floats(nw, seed + 1);
+  auto bias = gpu_test::random_floats(g.K, seed + 2), dout = gpu_test::random_floats(nout, seed + 3);
+  // Gradients start non-zero: dweight and dbias must accumulate, din must be overwritten.
+  std::vector<float> out_ref(nout), din_ref(nin, 7.0f), dw_ref(nw, 0.5f), db_ref(g.K, -0.25f);
+  cpu::conv2d_forward_naive(out_ref.data(), in.data(), w.data(), bias.data(), g);
+  cpu::conv2d_backward_naive(din_ref.data(), dw_ref.data(), db_ref.data(), dout.data(), in.data(), w.data(), g);
+
+  cuda::DeviceBuffer<float> d_in(nin), d_w(nw), d_b(g.K), d_out(nout), d_dout(nout), d_din(nin), d_dw(nw), d_db(g.K);
+  d_in.upload(in);
+  d_w.upload(w);
+  d_b.upload(bias);
+  d_dout.upload(dout);
+  d_din.upload(std::vector<float>(nin, 7.0f));
+  d_dw.upload(std::vector<float>(nw, 0.5f));
+  d_db.upload(std::vector<float>(g.K, -0.25f));
+  cuda::CudnnConvOptions opt;
+  opt.allow_tf32 = tf32;
+  cuda::CudnnConv2d conv(g, opt);
+  CudaStream s = cuda::stream_create();
+  conv.forward(d_out.data(), d_in.data(), d_w.data(), d_b.data(), s);
+  conv.backward(d_din.data(), d_dw.data(), d_db.data(), d_dout.data(), d_in.data(), d_w.data(), s);
+  cuda::stream_synchronize(s);
+  cuda::stream_destroy(s);
+  std::cout << "  algorithms " << conv.algorithms() << ", workspace " << conv.workspace_bytes() << " bytes\n";
+  auto scale_of = [](const std::vector<float>& v) {
+    double m = 0;
+    for (float x : v) m = std::max(m, double(std::abs(x)));
+    return m;
+  };
+  const double r = tf32 ? 5e-3 : 0.0;
+  expect_close("out", d_out.download(), out_ref, 1e-4 + r * scale_of(out_ref), 1e-4);
+  expect_close("din", d_din.download(), din_ref, 1e-4 + r * scale_of(din_ref), 1e-4);
+  expect_close("dweight", d_dw.download(), dw_ref, 1e-3 + r * scale_of(dw_ref), 1e-4);
+  expect_close("dbias", d_db.download(), db_ref, 1e-3, 1e-4);
+}
+
+cpu::Conv2dGeom geom(int N, int C, int H, int W, int K, int R, int S, int stride, int pad) {
+  cpu::Conv2dGeom g;
+  g.N = N, g.C = C, g.H = H, g.W = W, g.K = K, g.R = R, g.S = S, g.stride = stride, g.pad = pad;
+  return g;
+}
+}  // namespace
+
+TEST(CudaConv, ParityOddShapesFp32) {
+  HT_REQUIRE_GPU();
+  check_conv(geom(2, 3, 7, 9, 5, 3, 3, 2, 1), false, 1);   // odd sizes, stride 2
+  check_conv(geom(3, 16, 8, 8, 8, 1, 1, 1, 0), false, 2);  // 1×1 (ResNet bottleneck)
+  check_conv(geom(1, 3, 19, 17, 4, 7, 7, 2, 3), false, 3); // ResNet stem shape, small
+  check_conv(geom(5, 6, 5, 6, 7, 3, 2, 1, 0), false, 4);   // non-square kernel, no padding
+}
+
+TEST(CudaConv, ParityTf32AndAlgorithmCache) {
+  HT_REQUIRE_GPU();
+  check_conv(geom(4, 32, 14, 14, 32, 3, 3, 1, 1), true, 5);
+  check_conv(geom(4, 32, 14, 14, 32, 3, 3, 1, 1), true, 6);  // same shape: served from the cache
+}
+
+TEST(CudaConv, WorkspaceBoundIsHonoured) {
+  HT_REQUIRE_GPU();
+  cuda::CudnnConvOptions opt;
+  opt.max_workspace_bytes = 0;  // only algorithms that need no workspace
+  cuda::CudnnConv2d conv(geom(2, 8, 12, 12, 8, 3, 3, 1, 1), opt);
+  EXPECT_EQ(conv.workspace_bytes(), 0u);
+}

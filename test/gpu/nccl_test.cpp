@@ -1,0 +1,32 @@
+// test/gpu/nccl_test.cpp — the NCCL communicator on one GPU (one rank: the sum is the buffer itself, so
+// the result must be exact). Multi-rank reduction is tested under MPI by the distributed tests.
+#include <gtest/gtest.h>
+
+#include "gpu_test_util.hpp"
+
+using namespace hetrain;
+
+TEST(CudaNccl, SingleRankAllreduceIsIdentity) {
+  HT_REQUIRE_GPU();
+  cuda_select_device(0);
+  cuda::NcclCommunicator comm(0, 1, cuda::nccl_unique_id(), 60.0);
+  EXPECT_EQ(comm.rank(), 0);
+  EXPECT_EQ(comm.size(), 1);
+  const int64_t n = 1000003;
+  auto x = gpu_test::random_floats(n, 9);
+  cuda::DeviceBuffer<float> d(n);
+  d.upload(x);
+  CudaStream producer = cuda::stream_create();
+  cuda::accumulate(d.data(), d.data(), n, producer);  // 2x on another stream: the reduction must wait for it
+  comm.allreduce_sum(d.data(), n, producer);
+  auto got = d.download();
+  for (auto& v : x) v *= 2;
+  gpu_test::expect_close("allreduce", got, x, 0, 0);
+  cuda::stream_destroy(producer);
+  EXPECT_THROW(comm.allreduce_sum(d.data(), -1), Error);
+}
+
+TEST(CudaNccl, BadRankIsRejected) {
+  HT_REQUIRE_GPU();
+  EXPECT_THROW(cuda::NcclCommunicator(2, 2, cuda::nccl_unique_id()), Error);
+}

@@ -1,0 +1,84 @@
+// test/gpu/sgd_update_test.cpp — the fused SGD step: its twin against hand-computed values (runs
+// everywhere), then the kernel against the twin over several steps. Tolerance atol 1e-6 + rtol 1e-5: the
+// kernel may contract a·b + c into one FMA where the twin rounds twice.
+#include <gtest/gtest.h>
+
+#include "gpu_test_util.hpp"
+#include "twins.hpp"
+
+using namespace hetrain;
+using gpu_test::expect_close;
+
+// p = 1, grad = 2, v = 0.5, lr 0.1, μ 0.9, wd 0.01, scale 0.5:
+//   g = 0.5·2 + 0.01·1 = 1.01;  v = 0.9·0.5 + 1.01 = 1.46
+//   plain: p = 1 − 0.1·1.46 = 0.854;  Nesterov: step = 1.01 + 0.9·1.46 = 2.324, p = 0.7676
+//   mask 0: g = 1, v = 1.45, p = 0.855;  μ = 0: p = 1 − 0.101 = 0.899, v untouched
+TEST(SgdTwin, HandComputed) {
+  cuda::SgdStep s;
+  s.lr = 0.1f, s.momentum = 0.9f, s.weight_decay = 0.01f, s.grad_scale = 0.5f;
+  const float grad[2] = {2.0f, 2.0f}, mask[2] = {1.0f, 0.0f};
+  float p[2] = {1.0f, 1.0f}, v[2] = {0.5f, 0.5f};
+  gpu_test::sgd_update_twin(p, v, grad, mask, 2, s);
+  EXPECT_NEAR(p[0], 0.854f, 1e-6);
+  EXPECT_NEAR(v[0], 1.46f, 1e-6);
+  EXPECT_NEAR(p[1], 0.855f, 1e-6);
+  EXPECT_NEAR(v[1], 1.45f, 1e-6);
+
+  s.nesterov = true;
+  p[0] = 1.0f, v[0] = 0.5f;
+  gpu_test::sgd_update_twin(p, v, grad, nullptr, 1, s);
+  EXPECT_NEAR(p[0], 0.7676f, 1e-6);
+  EXPECT_NEAR(v[0], 1.46f, 1e-6);
+
+  s.nesterov = false, s.momentum = 0.0f;
+  p[0] = 1.0f, v[0] = 0.5f;
+  gpu_test::sgd_update_twin(p, v, grad, nullptr, 1, s);
+  EXPECT_NEAR(p[0], 0.899f, 1e-6);
+  EXPECT_EQ(v[0], 0.5f);
+}
+
+TEST(CudaSgd, ParityOverSteps) {
+  HT_REQUIRE_GPU();
+  struct Case {
+    float momentum;
+    bool nesterov;
+    float wd;
+    bool mask;
+    float scale;
+  };
+  const Case cases[] = {{0.9f, false, 5e-4f, false, 1.0f},
+                        {0.9f, true, 1e-4f, true, 0.25f},
+                        {0.0f, false, 5e-4f, true, 0.75f},
+                        {0.5f, false, 0.0f, false, 3.0f}};
+  const int64_t n = 100003;  // not a multiple of the block
+  for (const Case& c : cases) {
+    SCOPED_TRACE("momentum=" + std::to_string(c.momentum) + " nesterov=" + std::to_string(c.nesterov));
+    auto p = gpu_test::random_floats(n, 21), v = gpu_test::random_floats(n, 22, -0.1f, 0.1f);
+    std::vector<float> mask(n);
+    for (int64_t i = 0; i < n; ++i) mask[i] = (i % 7 == 0) ? 0.0f : 1.0f;  // "biases and BN": no decay
+    cuda::DeviceBuffer<float> dp(n), dv(n), dg(n), dmask(n);
+    dp.upload(p);
+    dv.upload(v);
+    dmask.upload(mask);
+    cuda::SgdStep s;
+    s.momentum = c.momentum, s.nesterov = c.nesterov, s.weight_decay = c.wd, s.grad_scale = c.scale;
+    for (int step = 0; step < 3; ++step) {
+      s.lr = 0.1f / (step + 1);
+      auto g = gpu_test::random_floats(n, 30 + step);
+      dg.upload(g);
+      gpu_test::sgd_update_twin(p.data(), v.data(), g.data(), c.mask ? mask.data() : nullptr, n, s);
+      cuda::sgd_update(dp.data(), c.momentum ? dv.data() : nullptr, dg.data(), c.mask ? dmask.data() : nullptr, n, s,
+                       nullptr);
+    }
+    expect_close("param", dp.download(), p, 1e-6, 1e-5);
+    expect_close("velocity", dv.download(), v, 1e-6, 1e-5);
+  }
+}
+
+TEST(CudaSgd, RejectsMissingVelocity) {
+  HT_REQUIRE_GPU();
+  cuda::DeviceBuffer<float> p(4), g(4);
+  cuda::SgdStep s;
+  s.momentum = 0.9f;
+  EXPECT_THROW(cuda::sgd_update(p.data(), nullptr, g.data(), nullptr, 4, s, nullptr), Error);
+}
