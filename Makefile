@@ -164,12 +164,12 @@ TEST_GROUPS := $(sort $(filter-out e2e gpu,$(TEST_GROUPS)))
 GPU_TEST_OBJS := $(patsubst %,$(OBJ)/%.o,$(basename $(wildcard test/gpu/*.cpp)))
 TEST_BINS := $(patsubst %,$(BIN)/test_%,$(TEST_GROUPS))
 test_objs = $(patsubst %,$(OBJ)/%.o,$(basename $(wildcard test/$(1)/*.cpp)))
-GTEST_MAIN = $(if $(filter %_mpi,$(1)),$(OBJ)/test/mpi_main.o,-lgtest_main)
+mpi_main_for = $(if $(filter %_mpi,$(1)),$(OBJ)/test/mpi_main.o)
 
-$(BIN)/test_%: $$(call test_objs,%) $(ALL_LIBS) $(CONFIG_STAMP) $$(if $$(filter %_mpi,$$*),$(OBJ)/test/mpi_main.o)
+$(BIN)/test_%: $$(call test_objs,$$*) $(ALL_LIBS) $(CONFIG_STAMP) $$(call mpi_main_for,$$*)
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
-	@$(MPICXX) -o $@ $(call test_objs,$*) $(if $(filter %_mpi,$*),$(OBJ)/test/mpi_main.o) $(ALL_LIBS) -lgtest $(if $(filter %_mpi,$*),,-lgtest_main) $(LDLIBS)
+	@$(MPICXX) -o $@ $(call test_objs,$*) $(call mpi_main_for,$*) $(ALL_LIBS) -lgtest $(if $(filter %_mpi,$*),,-lgtest_main) $(LDLIBS)
 
 # The GPU op tests link no MPI, HDF5 or Boost, so the binary runs on a bare GPU machine. Without a GPU (or
 # in a CPU-only build) every test reports itself skipped.

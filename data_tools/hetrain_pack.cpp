@@ -10,6 +10,7 @@
 
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 
@@ -174,8 +175,9 @@ int run(int argc, char** argv, MPI_Comm comm) {
   opt.write.gzip_level = gzip;
   opt.progress = !no_progress;
   PackResult r = pack(*src, opt);
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
+  int rank = 0, init = 0;
+  MPI_Initialized(&init);
+  if (init) MPI_Comm_rank(comm, &rank);
   if (rank == 0) {
     std::printf("wrote %s: %lld samples", opt.output.c_str(), (long long)r.train_count);
     if (r.val_count) std::printf("; %s: %lld samples", opt.val_output.c_str(), (long long)r.val_count);
@@ -185,11 +187,22 @@ int run(int argc, char** argv, MPI_Comm comm) {
 }
 }  // namespace
 
+// Started by mpirun/srun (or asked to)? A plain run skips MPI_Init: OpenMPI's singleton start-up costs
+// about a second, and one process needs no MPI (pack() then runs its collectives locally).
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "SLURM_STEP_ID", "HETRAIN_PACK_MPI"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  const bool use_mpi = launched_by_mpi();
   int size = 1, rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (use_mpi) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  }
   int rc = 0;
   std::string message;
   try {
@@ -213,6 +226,6 @@ int main(int argc, char** argv) {
     if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
     rc = 1;
   }
-  MPI_Finalize();
+  if (use_mpi) MPI_Finalize();
   return rc;
 }

@@ -86,6 +86,8 @@ class Model {
   virtual void init(uint64_t seed) = 0;
   // x [N, C, H, W] → logits [N, classes]. training=true uses batch statistics in BN and keeps what
   // backward needs; training=false uses running statistics.
+  // The model keeps a handle on x (conv1's weight gradient needs it): leave x unchanged until backward().
+  // The returned logits live in the model's own buffer and are overwritten by the next forward().
   virtual Tensor forward(const Tensor& x, bool training) = 0;
   // Accumulates parameter gradients into params().grads() (caller zeroes them once per step).
   virtual void backward(const Tensor& dlogits) = 0;

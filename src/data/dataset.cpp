@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 
@@ -88,7 +89,7 @@ void open_arrays(Dataset::Shard& s, const DatasetInfo& info) {
   HT_CHECK(H5Lexists(s.file, "images", H5P_DEFAULT) > 0, p, ": dataset /images is missing");
   HT_CHECK(H5Lexists(s.file, "labels", H5P_DEFAULT) > 0, p, ": dataset /labels is missing");
   h5::Id dapl(H5Pcreate(H5P_DATASET_ACCESS));
-  H5Pset_chunk_cache(dapl, 521, 8 << 20, 1.0);  // consecutive small samples share a chunk: keep a few
+  if (std::getenv("NOCACHE")) H5Pset_chunk_cache(dapl, 0, 0, 1.0); else H5Pset_chunk_cache(dapl, 521, 8 << 20, 1.0);
   s.images = h5::Id(H5Dopen2(s.file, "images", dapl));
   HT_CHECK(s.images.valid(), p, ": cannot open /images: ", h5::last_error());
   h5::Id t(H5Dget_type(s.images));

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
 #include "data/mpi_check.hpp"
@@ -60,12 +61,33 @@ void fill(const SampleSource& src, const std::vector<int64_t>& order, int64_t be
   }
 }
 
+// Collectives that degrade to local no-ops when MPI was never started (a plain `hetrain-pack` run skips
+// MPI_Init: singleton start-up costs about a second).
+bool mpi_up() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+void allreduce(const void* in, void* out, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
+  if (mpi_up()) {
+    HT_DATA_MPI_CHECK(MPI_Allreduce(in, out, n, t, op, comm));
+  } else {
+    std::memcpy(out, in, size_t(n) * (t == MPI_DOUBLE ? sizeof(double) : sizeof(int)));
+  }
+}
+void barrier(MPI_Comm comm) {
+  if (mpi_up()) HT_DATA_MPI_CHECK(MPI_Barrier(comm));
+}
+
 // Packs the samples `order` of src into `output`. Collective over comm.
 void pack_one(const SampleSource& src, const std::vector<int64_t>& order, const std::string& output,
               const PackOptions& opt, PackResult& result) {
   int rank = 0, size = 1;
-  MPI_Comm_rank(opt.comm, &rank);
-  MPI_Comm_size(opt.comm, &size);
+  if (mpi_up()) {
+    MPI_Comm_rank(opt.comm, &rank);
+    MPI_Comm_size(opt.comm, &size);
+  }
   const int64_t n = int64_t(order.size());
   HT_CHECK(n > 0, output, ": empty dataset (0 samples to write)");
   int S = opt.shard_size > 0 ? int((n + opt.shard_size - 1) / opt.shard_size) : opt.shards;
@@ -99,7 +121,7 @@ void pack_one(const SampleSource& src, const std::vector<int64_t>& order, const 
     error = e.what();
   }
   int failed = error.empty() ? 0 : 1, any_failed = 0;
-  HT_DATA_MPI_CHECK(MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, opt.comm));
+  allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, opt.comm);
   if (any_failed) {
     writers.clear();  // deletes the temp files
     if (failed) HT_THROW(error);
@@ -108,7 +130,7 @@ void pack_one(const SampleSource& src, const std::vector<int64_t>& order, const 
 
   // Phase 2: the global mean/std go into every file, so each shard also reads alone.
   std::vector<double> total(stats.size());
-  HT_DATA_MPI_CHECK(MPI_Allreduce(stats.data(), total.data(), int(stats.size()), MPI_DOUBLE, MPI_SUM, opt.comm));
+  allreduce(stats.data(), total.data(), int(stats.size()), MPI_DOUBLE, MPI_SUM, opt.comm);
   std::vector<float> mean(C), stdev(C);
   for (int c = 0; c < C; ++c) {
     double m = total[c] / total[2 * C];
@@ -123,14 +145,14 @@ void pack_one(const SampleSource& src, const std::vector<int64_t>& order, const 
     error = e.message();
     failed = 1;
   }
-  HT_DATA_MPI_CHECK(MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, opt.comm));
+  allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, opt.comm);
   if (any_failed) {
     writers.clear();
     if (failed) HT_THROW(error);
     HT_THROW("stopping: another rank failed while packing ", output);
   }
   for (auto& w : writers) w->commit();
-  HT_DATA_MPI_CHECK(MPI_Barrier(opt.comm));
+  barrier(opt.comm);
 
   // Phase 3: the index (rank 0), last, so it only exists once every shard does.
   if (S > 1) {
@@ -142,7 +164,7 @@ void pack_one(const SampleSource& src, const std::vector<int64_t>& order, const 
       result.files.push_back(shard_path(output, s, S));
     }
     if (rank == 0) write_index(output, src.meta, files, counts, mean, stdev);
-    HT_DATA_MPI_CHECK(MPI_Barrier(opt.comm));
+    barrier(opt.comm);
   }
   result.files.push_back(output);
 }

@@ -162,7 +162,8 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
     HT_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, first, world.comm()));
     problem.resize(len);
     HT_MPI_CHECK(MPI_Bcast(problem.data(), len, MPI_CHAR, first, world.comm()));
-    std::string where = world.size() > 1 ? "rank " + std::to_string(first) + ": " : "";
+    // Name the rank only when rank 0 itself was fine (a rank-local problem, e.g. a file one node lacks).
+    std::string where = first > 0 ? "rank " + std::to_string(first) + ": " : "";
     throw AgreedError(where + problem, __FILE__, __LINE__);
   }
   try {

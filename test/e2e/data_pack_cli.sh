@@ -33,7 +33,7 @@ $PACK synthetic --count 500 --size 8 --classes 5 --shards 4 --val-fraction 0.2 -
   -o "$W/out/train.h5" --no-progress >/dev/null || fail "synthetic pack"
 $PACK inspect "$W/out/train.h5" --verify | grep -q "verify       OK" || fail "inspect --verify"
 $PACK inspect "$W/out/val.h5" | grep -q "samples      100" || fail "val count"
-h5dump -H "$W/out/train-00000-of-00004.h5" | grep -q '"hetrain-dataset"' || fail "h5dump"
+h5dump -a /format "$W/out/train-00000-of-00004.h5" | grep -q '"hetrain-dataset"' || fail "h5dump"
 /usr/bin/python3 - "$W/out" <<'PY' || fail "h5py"
 import sys, h5py, numpy as np
 d = sys.argv[1]

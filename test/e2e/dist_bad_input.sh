@@ -3,8 +3,7 @@
 source "$(dirname "$0")/lib.sh"
 check() {  # check NAME EXPECTED-TEXT ARGS...
   local name=$1 want=$2; shift 2
-  timeout 120 mpirun -n 4 "$HETRAIN" train --model mlp --synthetic 256 --synthetic-shape 1,8,8 --max-steps 3 \
-    --quiet "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+  timeout 120 mpirun -n 4 "$HETRAIN" train --model mlp --synthetic-shape 1,8,8 --max-steps 3 --quiet "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
   local rc=$?
   [ $rc -ne 0 ] || fail "$name: exit code 0"
   [ $rc -ne 124 ] || fail "$name: hung (timeout)"
@@ -13,14 +12,15 @@ check() {  # check NAME EXPECTED-TEXT ARGS...
   [ "$lines" -eq 1 ] || { cat "$TMP/$name.err"; fail "$name: $lines error lines, expected one"; }
   echo "ok  $name: $(grep "hetrain: error:" "$TMP/$name.err")"
 }
-check batch-below-ranks "smaller than the 4 ranks" --global-batch 3
-check caps-wrong-length "max-local-batch" --global-batch 32 --max-local-batch 8,8,8
-check caps-too-small "max-local-batch" --global-batch 32 --max-local-batch 4
-check speed-zero "emulate-speed" --global-batch 32 --emulate-speed 1,1,0,1
-check speeds-wrong-length "emulate-speed" --global-batch 32 --emulate-speed 1,0.5
-check more-ranks-than-samples "fewer than the 4" --global-batch 4 --synthetic 3
-check split-wrong-sum "split" --global-batch 32 --split 1,2,3,4
-check missing-data "nope.h5" --data "$TMP/nope.h5" --synthetic 0
+S=(--synthetic 256)
+check batch-below-ranks "smaller than the 4 ranks" "${S[@]}" --global-batch 3
+check caps-wrong-length "max-local-batch" "${S[@]}" --global-batch 32 --max-local-batch 8,8,8
+check caps-too-small "max-local-batch" "${S[@]}" --global-batch 32 --max-local-batch 4
+check speed-zero "emulate-speed" "${S[@]}" --global-batch 32 --emulate-speed 1,1,0,1
+check speeds-wrong-length "emulate-speed" "${S[@]}" --global-batch 32 --emulate-speed 1,0.5
+check more-ranks-than-samples "fewer than the 4" --synthetic 3 --global-batch 4
+check split-wrong-sum "split" "${S[@]}" --global-batch 32 --split 1,2,3,4
+check missing-data "nope.h5" --data "$TMP/nope.h5"
 # Ranks that parsed different configurations fail fast, naming the rank that differs.
 timeout 120 mpirun -n 3 bash -c 'exec '"$HETRAIN"' train --model mlp --synthetic 256 --synthetic-shape 1,8,8 \
   --max-steps 3 --quiet --global-batch 30 --seed $((OMPI_COMM_WORLD_RANK == 2 ? 7 : 1))' >"$TMP/cfg.out" 2>"$TMP/cfg.err"

@@ -1,0 +1,76 @@
+#!/usr/bin/python3
+"""Summarises the metrics files written by bench/hetero.sh (standard library only).
+
+Each metrics file has one JSON line per step: step, step_s, samples_per_s, efficiency, b[], compute_s[],
+wait_s[], comm_s[] (compute_s includes the emulated sleep). Steady-state throughput of a run is
+sum(b over ranks and steps) / sum(step_s) over the steps at or after --skip (calibration excluded).
+
+  hetero_report.py steady FILE SKIP [SPEEDS]        one key=value line for one run
+  hetero_report.py recovery FILE CHANGE K IDEAL     intervals of K steps after CHANGE until >= 0.9·IDEAL
+"""
+import json
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def steady(path, skip, speeds=None):
+    rows = [r for r in load(path) if r["step"] >= skip]
+    if not rows:
+        raise SystemExit(f"hetero_report: {path}: no steps at or after {skip}")
+    samples = sum(sum(r["b"]) for r in rows)
+    seconds = sum(r["step_s"] for r in rows)
+    n = len(rows[0]["b"])
+    eff = sum(r["efficiency"] for r in rows) / len(rows)
+    # Data wait: the slowest rank's wait as a share of the step (what a step loses to the reader).
+    wait = sum(max(r["wait_s"]) for r in rows) / seconds
+    comm = sum(max(r["comm_s"]) for r in rows) / seconds
+    out = {
+        "samples_per_s": samples / seconds,
+        "step_ms": 1000 * seconds / len(rows),
+        "efficiency": eff,
+        "wait_frac": wait,
+        "comm_frac": comm,
+        "split": "/".join(str(int(b)) for b in rows[-1]["b"]),
+        "steps": len(rows),
+    }
+    if speeds:
+        # compute_s includes the emulated sleep (1/s - 1)·compute, so real compute = compute_s·s.
+        s = [float(v) for v in speeds.split(",")]
+        per_sample = []
+        for rank in range(n):
+            busy = sum(r["compute_s"][rank] * s[rank] for r in rows)
+            count = sum(r["b"][rank] for r in rows)
+            if count > 0:
+                per_sample.append(busy / count)
+        out["compute_us_per_sample"] = 1e6 * sum(per_sample) / len(per_sample)
+    print(" ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in out.items()))
+
+
+def recovery(path, change, k, ideal):
+    rows = [r for r in load(path) if r["step"] >= change]
+    interval = 0
+    while rows:
+        chunk, rows = rows[:k], rows[k:]
+        interval += 1
+        rate = sum(sum(r["b"]) for r in chunk) / sum(r["step_s"] for r in chunk)
+        if rate >= 0.9 * ideal and len(chunk) == k:
+            print(f"intervals={interval} rate={rate:.6g} split={'/'.join(str(int(b)) for b in chunk[-1]['b'])}")
+            return
+    print(f"intervals=never rate={rate:.6g} split={'/'.join(str(int(b)) for b in chunk[-1]['b'])}")
+
+
+def main(argv):
+    if len(argv) >= 3 and argv[0] == "steady":
+        steady(argv[1], int(argv[2]), argv[3] if len(argv) > 3 else None)
+    elif len(argv) == 5 and argv[0] == "recovery":
+        recovery(argv[1], int(argv[2]), int(argv[3]), float(argv[4]))
+    else:
+        raise SystemExit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,201 @@
+#!/usr/bin/python3
+"""Training-step throughput of the same models in PyTorch (the reference for bench/train_step_bench.cpp).
+
+The models are written here in plain torch.nn (torchvision is not needed) with hetrain's architecture:
+  resnet20: CIFAR ResNet (3 stages x 3 basic blocks, 16/32/64 channels), 1x1 conv + BN projection shortcuts
+            where a block changes shape (272,474 parameters for 3 channels and 10 classes);
+  resnet50: torchvision's resnet50, v1.5 (the bottleneck's stride on its 3x3 conv), 25,557,032 parameters
+            for 1000 classes.
+One step = zero_grad, forward, cross-entropy, backward, SGD (momentum 0.9, weight decay 5e-4), on one fixed
+random batch. Warm-up steps are untimed. Prints one key=value line, like bench_train_step.
+
+Usage: pytorch_train_step.py --model resnet20 --size 32 --batch 128 --threads 1 --warmup 2 --steps 5
+Exits 3 with a line starting "SKIP" when torch cannot be imported.
+"""
+import argparse
+import resource
+import sys
+import time
+
+try:
+    import torch
+    import torch.nn as nn
+except ImportError as e:  # Debian's python3-torch is optional
+    print(f"SKIP: cannot import torch ({e})")
+    sys.exit(3)
+
+
+def bn(c):
+    return nn.BatchNorm2d(c)
+
+
+def projection(cin, cout, stride):
+    if stride == 1 and cin == cout:
+        return None
+    return nn.Sequential(nn.Conv2d(cin, cout, 1, stride, 0, bias=False), bn(cout))
+
+
+class BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, cin, planes, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, planes, 3, stride, 1, bias=False)
+        self.bn1 = bn(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = bn(planes)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = projection(cin, planes, stride)
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        short = x if self.downsample is None else self.downsample(x)
+        return self.relu(out + short)
+
+
+class Bottleneck(nn.Module):
+    expansion = 4
+
+    def __init__(self, cin, planes, stride):
+        super().__init__()
+        out = planes * 4
+        self.conv1 = nn.Conv2d(cin, planes, 1, 1, 0, bias=False)
+        self.bn1 = bn(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, stride, 1, bias=False)  # v1.5: stride on the 3x3
+        self.bn2 = bn(planes)
+        self.conv3 = nn.Conv2d(planes, out, 1, 1, 0, bias=False)
+        self.bn3 = bn(out)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = projection(cin, out, stride)
+
+    def forward(self, x):
+        y = self.relu(self.bn1(self.conv1(x)))
+        y = self.relu(self.bn2(self.conv2(y)))
+        y = self.bn3(self.conv3(y))
+        short = x if self.downsample is None else self.downsample(x)
+        return self.relu(y + short)
+
+
+def stage(block, cin, planes, blocks, stride):
+    layers = []
+    for b in range(blocks):
+        layers.append(block(cin, planes, stride if b == 0 else 1))
+        cin = planes * block.expansion
+    return nn.Sequential(*layers), cin
+
+
+class ResNet20(nn.Module):
+    def __init__(self, channels, classes):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, 16, 3, 1, 1, bias=False)
+        self.bn1 = bn(16)
+        self.relu = nn.ReLU(inplace=True)
+        self.layer1, c = stage(BasicBlock, 16, 16, 3, 1)
+        self.layer2, c = stage(BasicBlock, c, 32, 3, 2)
+        self.layer3, c = stage(BasicBlock, c, 64, 3, 2)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = self.relu(self.bn1(self.conv1(x)))
+        x = self.layer3(self.layer2(self.layer1(x)))
+        return self.fc(torch.flatten(self.pool(x), 1))
+
+
+class ResNet50(nn.Module):
+    def __init__(self, channels, classes):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, 64, 7, 2, 3, bias=False)
+        self.bn1 = bn(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        self.layer1, c = stage(Bottleneck, 64, 64, 3, 1)
+        self.layer2, c = stage(Bottleneck, c, 128, 4, 2)
+        self.layer3, c = stage(Bottleneck, c, 256, 6, 2)
+        self.layer4, c = stage(Bottleneck, c, 512, 3, 2)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.pool(x), 1))
+
+
+class LeNet(nn.Module):
+    """hetrain's lenet: conv5x5(6, pad 2) relu pool2, conv5x5(16) relu pool2, fc120, fc84, fc(classes)."""
+
+    def __init__(self, channels, classes, size=28):
+        super().__init__()
+        s = ((size // 2) - 4) // 2
+        self.features = nn.Sequential(
+            nn.Conv2d(channels, 6, 5, 1, 2), nn.ReLU(), nn.MaxPool2d(2, 2),
+            nn.Conv2d(6, 16, 5, 1, 0), nn.ReLU(), nn.MaxPool2d(2, 2))
+        self.classifier = nn.Sequential(
+            nn.Linear(16 * s * s, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, classes))
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+
+def make_model(name, channels, classes, size):
+    if name == "resnet20":
+        return ResNet20(channels, classes)
+    if name == "resnet50":
+        return ResNet50(channels, classes)
+    if name == "lenet":
+        return LeNet(channels, classes, size)
+    raise SystemExit(f"pytorch_train_step: unknown model '{name}' (resnet20, resnet50, lenet)")
+
+
+def peak_rss_mib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", default="resnet20")
+    p.add_argument("--channels", type=int, default=3)
+    p.add_argument("--size", type=int, default=32)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--steps", type=int, default=5)
+    a = p.parse_args()
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1)
+    model = make_model(a.model, a.channels, a.classes, a.size)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+    loss_fn = nn.CrossEntropyLoss()
+    x = torch.randn(a.batch, a.channels, a.size, a.size)
+    y = torch.randint(0, a.classes, (a.batch,))
+    params = sum(t.numel() for t in model.parameters())
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    for _ in range(a.warmup):
+        step()
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        loss = step()
+    seconds = time.perf_counter() - t0
+    print(f"impl=pytorch-{torch.__version__} model={a.model} size={a.size} batch={a.batch} threads={a.threads} "
+          f"steps={a.steps} params={params} seconds={seconds:.4f} samples_per_s={a.batch * a.steps / seconds:.3f} "
+          f"peak_mb={peak_rss_mib():.1f} loss={loss:.4f}")
+
+
+if __name__ == "__main__":
+    main()
