@@ -220,8 +220,12 @@ clean:
 help:
 	@sed -n '2,17p' Makefile | sed 's/^# \{0,1\}//'
 
-# Objects are kept between builds (they are intermediate files of the archive rules).
-.SECONDARY:
+# Objects are named explicitly so make never treats them as intermediate files: a missing object is
+# rebuilt (and archived) even when its source is older than the archive (e.g. after a file moved).
+ALL_OBJS := $(foreach s,$(SUBSYSTEMS),$(call objs_of,$(s))) $(OBJ)/test/mpi_main.o $(GPU_TEST_OBJS) \
+  $(foreach g,$(TEST_GROUPS),$(call test_objs,$(g))) $(OBJ)/src/apps/hetrain_main.o \
+  $(patsubst %,$(OBJ)/%.o,$(basename $(wildcard data_tools/*.cpp)))
+$(ALL_OBJS):
 
 -include $(shell find $(OBJ) -name '*.d' 2>/dev/null)
 print-%:

@@ -52,15 +52,18 @@ def steady(path, skip, speeds=None):
 
 def recovery(path, change, k, ideal):
     rows = [r for r in load(path) if r["step"] >= change]
-    interval = 0
-    while rows:
-        chunk, rows = rows[:k], rows[k:]
-        interval += 1
+    found, trajectory = None, []
+    for i in range(0, len(rows) - k + 1, k):
+        chunk = rows[i:i + k]
         rate = sum(sum(r["b"]) for r in chunk) / sum(r["step_s"] for r in chunk)
-        if rate >= 0.9 * ideal and len(chunk) == k:
-            print(f"intervals={interval} rate={rate:.6g} split={'/'.join(str(int(b)) for b in chunk[-1]['b'])}")
-            return
-    print(f"intervals=never rate={rate:.6g} split={'/'.join(str(int(b)) for b in chunk[-1]['b'])}")
+        split = "/".join(str(int(b)) for b in chunk[-1]["b"])
+        trajectory.append(f"{rate:.0f}@{split}")
+        if found is None and rate >= 0.9 * ideal:
+            found = (len(trajectory), rate, split)
+    if found:
+        print(f"intervals={found[0]} rate={found[1]:.6g} split={found[2]} trajectory={','.join(trajectory)}")
+    else:
+        print(f"intervals=never rate=0 split=- trajectory={','.join(trajectory)}")
 
 
 def main(argv):

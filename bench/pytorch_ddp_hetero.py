@@ -3,7 +3,8 @@
 
 Uniform split (DDP has no other): every process trains B/n samples per step of hetrain's lenet on one fixed
 random batch (no data loader, which favours DDP slightly). Emulation: each process first measures its own
-forward+backward time without communication (median of a few steps under no_sync()); in the timed loop it
+forward+backward time without communication (median of a few steps under no_sync(), one
+process at a time); in the timed loop it
 sleeps (1/s_r - 1) x that time after its forward pass, before the backward pass whose gradient allreduce
 DDP overlaps, so a slow rank joins the allreduce late, as a slow GPU would (hetrain sleeps after its
 compute, before its allreduce, in the same way).
@@ -46,14 +47,17 @@ def worker(rank, a, speeds, port):
     x = torch.randn(b, 1, 28, 28, generator=g)
     y = torch.randint(0, 10, (b,), generator=g)
 
-    # Local compute time per step, without communication.
+    # Local compute time per step, without communication, one rank at a time (no contention for cores).
     times = []
-    with model.no_sync():
-        for _ in range(5):
-            t0 = time.perf_counter()
-            opt.zero_grad()
-            loss_fn(model(x), y).backward()
-            times.append(time.perf_counter() - t0)
+    for turn in range(n):
+        if turn == rank:
+            with model.no_sync():
+                for _ in range(5):
+                    t0 = time.perf_counter()
+                    opt.zero_grad()
+                    loss_fn(model(x), y).backward()
+                    times.append(time.perf_counter() - t0)
+        dist.barrier()
     compute = statistics.median(times[1:])
     sleep = (1.0 / speeds[rank] - 1.0) * compute
 

@@ -167,6 +167,7 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--max-seconds", type=float, default=0, help="stop timing after the step that crosses this")
     a = p.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -189,11 +190,15 @@ def main():
     for _ in range(a.warmup):
         step()
     t0 = time.perf_counter()
-    for _ in range(a.steps):
+    done = 0
+    while done < a.steps:
         loss = step()
+        done += 1
+        if a.max_seconds > 0 and time.perf_counter() - t0 > a.max_seconds:
+            break
     seconds = time.perf_counter() - t0
     print(f"impl=pytorch-{torch.__version__} model={a.model} size={a.size} batch={a.batch} threads={a.threads} "
-          f"steps={a.steps} params={params} seconds={seconds:.4f} samples_per_s={a.batch * a.steps / seconds:.3f} "
+          f"steps={done} params={params} seconds={seconds:.4f} samples_per_s={a.batch * done / seconds:.3f} "
           f"peak_mb={peak_rss_mib():.1f} loss={loss:.4f}")
 
 

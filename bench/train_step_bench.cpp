@@ -5,7 +5,7 @@
 // are untimed (first-touch allocation of activations and workspaces); then `steps` steps are timed.
 // Run one configuration per process so that the peak resident memory (VmHWM) belongs to it alone.
 //
-//   bench_train_step --model resnet20 --size 32 --batch 128 --threads 1 --warmup 2 --steps 5
+//   bench_train_step --model resnet20 --size 32 --batch 128 --threads 1 --warmup 2 --steps 5 [--max-seconds S]
 // Prints one line of key=value pairs that bench/run.sh collects into its table.
 #include <chrono>
 #include <cstdio>
@@ -28,6 +28,7 @@ namespace {
 struct Options {
   std::string model = "resnet20";
   int channels = 3, size = 32, classes = 10, batch = 128, threads = 1, warmup = 2, steps = 5;
+  double max_seconds = 0;  // > 0: stop timing after the step that crosses this (at least one step)
 };
 
 // Peak resident set of this process in MiB (Linux: VmHWM in /proc/self/status), -1 if unknown.
@@ -53,6 +54,7 @@ Options parse(int argc, char** argv) {
     else if (key == "--threads") o.threads = std::atoi(v);
     else if (key == "--warmup") o.warmup = std::atoi(v);
     else if (key == "--steps") o.steps = std::atoi(v);
+    else if (key == "--max-seconds") o.max_seconds = std::atof(v);
     else HT_THROW("bench_train_step: unknown option ", key);
   }
   HT_CHECK(o.batch >= 1 && o.threads >= 1 && o.steps >= 1 && o.warmup >= 0, "bench_train_step: bad sizes");
@@ -91,13 +93,19 @@ int run(const Options& o) {
   };
   for (int i = 0; i < o.warmup; ++i) step();
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < o.steps; ++i) step();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  int done = 0;
+  while (done < o.steps) {
+    step();
+    ++done;
+    if (o.max_seconds > 0 && elapsed() > o.max_seconds) break;  // keep a pathological case short
+  }
+  const double seconds = elapsed();
 
   std::printf("impl=hetrain model=%s size=%d batch=%d threads=%d steps=%d params=%lld seconds=%.4f "
               "samples_per_s=%.3f peak_mb=%.1f loss=%.4f\n",
-              o.model.c_str(), o.size, N, o.threads, o.steps, (long long)model->param_count(), seconds,
-              double(N) * o.steps / seconds, peak_rss_mib(), loss);
+              o.model.c_str(), o.size, N, o.threads, done, (long long)model->param_count(), seconds,
+              double(N) * done / seconds, peak_rss_mib(), loss);
   return 0;
 }
 

@@ -73,6 +73,8 @@ class Dataset {  // one logical dataset: a single file or a shard index + shard 
   std::vector<int64_t> shard_begin_;  // first global index of each shard, plus N at the end
   std::vector<std::unique_ptr<Shard>> shards_;
   int64_t read_calls_ = 0;
+  // Reused between reads: first-touch page faults of fresh buffers cost more than the reads themselves.
+  std::vector<uint8_t> staging_;
   // node cache
   MPI_Win cache_win_ = MPI_WIN_NULL;
   const uint8_t* cache_ = nullptr;

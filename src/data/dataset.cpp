@@ -10,7 +10,6 @@
 #include <numeric>
 
 #include "data/h5util.hpp"
-#include "data/mpi_check.hpp"
 #include "hetrain/data.hpp"
 #include "hetrain/error.hpp"
 
@@ -89,7 +88,7 @@ void open_arrays(Dataset::Shard& s, const DatasetInfo& info) {
   HT_CHECK(H5Lexists(s.file, "images", H5P_DEFAULT) > 0, p, ": dataset /images is missing");
   HT_CHECK(H5Lexists(s.file, "labels", H5P_DEFAULT) > 0, p, ": dataset /labels is missing");
   h5::Id dapl(H5Pcreate(H5P_DATASET_ACCESS));
-  if (std::getenv("NOCACHE")) H5Pset_chunk_cache(dapl, 0, 0, 1.0); else H5Pset_chunk_cache(dapl, 521, 8 << 20, 1.0);
+  H5Pset_chunk_cache(dapl, 521, 8 << 20, 1.0);  // consecutive small samples share a chunk: keep a few
   s.images = h5::Id(H5Dopen2(s.file, "images", dapl));
   HT_CHECK(s.images.valid(), p, ": cannot open /images: ", h5::last_error());
   h5::Id t(H5Dget_type(s.images));
@@ -226,7 +225,10 @@ void Dataset::read(const std::vector<int64_t>& indices, uint8_t* images, int32_t
     if (uniq.empty() || uniq.back() != v) uniq.push_back(v);
     slot[order[k]] = int64_t(uniq.size()) - 1;
   }
-  std::vector<uint8_t> staging(uniq.size() * sb);
+  // Strictly increasing requests (sequential scans, the node cache fill) are read straight into `images`.
+  const bool direct = int64_t(uniq.size()) == n && std::is_sorted(indices.begin(), indices.end());
+  if (!direct && staging_.size() < uniq.size() * sb) staging_.resize(uniq.size() * sb);
+  uint8_t* dst = direct ? images : staging_.data();
   std::vector<int32_t> ulabels(uniq.size());
   {
     std::lock_guard<std::mutex> lock(hdf5_mutex());
@@ -241,7 +243,7 @@ void Dataset::read(const std::vector<int64_t>& indices, uint8_t* images, int32_t
       h5::Id fspace(H5Dget_space(sh.images));
       H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, count, nullptr);
       h5::Id mspace(H5Screate_simple(4, count, nullptr));
-      HT_CHECK(H5Dread(sh.images, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, staging.data() + u * sb) >= 0,
+      HT_CHECK(H5Dread(sh.images, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, dst + u * sb) >= 0,
                sh.path, ": cannot read samples ", start[0], "..", start[0] + count[0] - 1, ": ", h5::last_error());
       ++read_calls_;
       for (size_t k = u; k < e; ++k) ulabels[k] = sh.labels[uniq[k] - shard_begin_[s]];
@@ -249,7 +251,7 @@ void Dataset::read(const std::vector<int64_t>& indices, uint8_t* images, int32_t
     }
   }
   for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(images + i * sb, staging.data() + slot[i] * sb, sb);
+    if (!direct) std::memcpy(images + i * sb, staging_.data() + slot[i] * sb, sb);
     if (labels) labels[i] = ulabels[slot[i]];
   }
 }
@@ -257,30 +259,30 @@ void Dataset::read(const std::vector<int64_t>& indices, uint8_t* images, int32_t
 void Dataset::enable_node_cache(MPI_Comm node_comm) {
   HT_CHECK(cache_ == nullptr, info_.path, ": node cache already enabled");
   int rank = 0, size = 1;
-  HT_DATA_MPI_CHECK(MPI_Comm_rank(node_comm, &rank));
-  HT_DATA_MPI_CHECK(MPI_Comm_size(node_comm, &size));
+  HT_MPI_CHECK(MPI_Comm_rank(node_comm, &rank));
+  HT_MPI_CHECK(MPI_Comm_size(node_comm, &size));
   const int64_t N = info_.num_samples, sb = info_.sample_bytes();
   // One copy per node, owned by node rank 0; the others map it.
   MPI_Aint bytes = rank == 0 ? MPI_Aint(N * sb) : 0;
   void* base = nullptr;
-  HT_DATA_MPI_CHECK(MPI_Win_allocate_shared(bytes, 1, MPI_INFO_NULL, node_comm, &base, &cache_win_));
+  HT_MPI_CHECK(MPI_Win_allocate_shared(bytes, 1, MPI_INFO_NULL, node_comm, &base, &cache_win_));
   MPI_Aint got = 0;
   int disp = 1;
   void* mem = nullptr;
-  HT_DATA_MPI_CHECK(MPI_Win_shared_query(cache_win_, 0, &got, &disp, &mem));
+  HT_MPI_CHECK(MPI_Win_shared_query(cache_win_, 0, &got, &disp, &mem));
   uint8_t* shared = static_cast<uint8_t*>(mem);
   // Each node rank fills a contiguous slice with sorted, consecutive reads.
-  HT_DATA_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, cache_win_));
+  HT_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, cache_win_));
   const int64_t begin = N * rank / size, end = N * (rank + 1) / size, block = 4096;
   for (int64_t b = begin; b < end; b += block) {
     std::vector<int64_t> idx(std::min(block, end - b));
     std::iota(idx.begin(), idx.end(), b);
     read(idx, shared + b * sb, nullptr);
   }
-  HT_DATA_MPI_CHECK(MPI_Win_sync(cache_win_));
-  HT_DATA_MPI_CHECK(MPI_Barrier(node_comm));
-  HT_DATA_MPI_CHECK(MPI_Win_sync(cache_win_));
-  HT_DATA_MPI_CHECK(MPI_Win_unlock_all(cache_win_));
+  HT_MPI_CHECK(MPI_Win_sync(cache_win_));
+  HT_MPI_CHECK(MPI_Barrier(node_comm));
+  HT_MPI_CHECK(MPI_Win_sync(cache_win_));
+  HT_MPI_CHECK(MPI_Win_unlock_all(cache_win_));
   // Labels: every rank keeps its own copy (4 bytes a sample).
   cache_labels_.resize(N);
   {

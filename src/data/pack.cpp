@@ -7,7 +7,6 @@
 #include <cstring>
 #include <exception>
 
-#include "data/mpi_check.hpp"
 #include "data/rng.hpp"
 #include "hetrain/error.hpp"
 
@@ -71,13 +70,13 @@ bool mpi_up() {
 }
 void allreduce(const void* in, void* out, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
   if (mpi_up()) {
-    HT_DATA_MPI_CHECK(MPI_Allreduce(in, out, n, t, op, comm));
+    HT_MPI_CHECK(MPI_Allreduce(in, out, n, t, op, comm));
   } else {
     std::memcpy(out, in, size_t(n) * (t == MPI_DOUBLE ? sizeof(double) : sizeof(int)));
   }
 }
 void barrier(MPI_Comm comm) {
-  if (mpi_up()) HT_DATA_MPI_CHECK(MPI_Barrier(comm));
+  if (mpi_up()) HT_MPI_CHECK(MPI_Barrier(comm));
 }
 
 // Packs the samples `order` of src into `output`. Collective over comm.

@@ -42,6 +42,7 @@ int64_t Prefetcher::pending() const {
 }
 
 void Prefetcher::run() {
+  std::vector<uint8_t> raw;  // reused: fresh buffers pay first-touch page faults on every batch
   for (;;) {
     std::shared_ptr<Job> job;
     {
@@ -54,7 +55,7 @@ void Prefetcher::run() {
     try {
       const DatasetInfo& info = ds_.info();
       const int64_t n = int64_t(job->indices.size());
-      std::vector<uint8_t> raw(size_t(n) * info.sample_bytes());
+      if (raw.size() < size_t(n) * info.sample_bytes()) raw.resize(size_t(n) * info.sample_bytes());
       job->result.labels.resize(n);
       ds_.read(job->indices, raw.data(), job->result.labels.data());
       job->result.images = Tensor({n, info.channels, info.height, info.width});
