@@ -119,9 +119,16 @@ bool BalancePlanner::advance(int64_t step, const std::vector<CostModel>& models)
     std::sort(known.begin(), known.end());
     double median = known.empty() ? 1.0 : known[known.size() / 2];
     models_ = models;
-    for (auto& m : models_) {
+    idle_fits_.resize(n_, 0);
+    for (int r = 0; r < n_; ++r) {
+      CostModel& m = models_[r];
       if (!(m.beta > 0 && std::isfinite(m.beta))) m = {0.0, median};
       if (!(m.alpha >= 0 && std::isfinite(m.alpha))) m.alpha = 0.0;
+      // A rank at b = 0 is never measured again, so one noisy fit (an inflated fixed cost α) would exclude
+      // it for good. Its α is trusted less at every refit it sits out (halved each time), so it is tried
+      // again; if the cost is real, the next measurement excludes it again.
+      idle_fits_[r] = split_[r] == 0 ? idle_fits_[r] + 1 : 0;
+      m.alpha = std::ldexp(m.alpha, -idle_fits_[r]);
     }
     ++fits_;
     std::vector<int64_t> candidate = solve_split(models_, caps_, B_);

@@ -226,3 +226,22 @@ TEST(BalancePlanner, SetSplitValidates) {
   EXPECT_THROW(p.set_split({10}), Error);
   EXPECT_THROW(p.set_split({11, -1}), Error);
 }
+
+// A fit that makes one rank look hopeless (a large fixed cost α, e.g. from noise during calibration) must
+// not exclude it for good: while it sits at b = 0 its α counts less at every refit, so it is tried again.
+TEST(BalancePlanner, ExcludedRankIsTriedAgain) {
+  BalanceConfig c = dynamic_config(10);
+  BalancePlanner p(4, 100, c);
+  const std::vector<CostModel> noisy = {{0.0, 1e-3}, {0.0, 1e-3}, {1.0, 1e-3}, {0.0, 1e-3}};
+  int64_t step = 0;
+  for (; step <= 5; ++step) p.advance(step, p.needs_models(step) ? noisy : std::vector<CostModel>{});
+  ASSERT_EQ(p.split()[2], 0) << "the first fit excludes the rank that looks slow";
+  // Its window never changes while it is idle, so it keeps sending the same model.
+  int64_t readmitted_at = -1;
+  for (; step < 200 && readmitted_at < 0; ++step) {
+    p.advance(step, p.needs_models(step) ? noisy : std::vector<CostModel>{});
+    if (p.split()[2] > 0) readmitted_at = step;
+  }
+  EXPECT_GT(readmitted_at, 0) << "rank 2 was never tried again";
+  EXPECT_LT(readmitted_at, 5 + 10 * 8) << "within 8 refits (α halves each time)";
+}

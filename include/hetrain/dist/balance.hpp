@@ -123,6 +123,7 @@ class BalancePlanner {
   BalanceConfig config_;
   std::vector<int64_t> caps_, uniform_, perturbed_, split_;
   std::vector<CostModel> models_;
+  std::vector<int> idle_fits_;  // refits in a row that each rank spent at b = 0
   int64_t fits_ = 0, rebalances_ = 0;
 };
 
