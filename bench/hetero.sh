@@ -158,7 +158,7 @@ if $PY -c 'import torch' 2>/dev/null; then
     done
     printf "   PyTorch DDP      %7.1f s/epoch   (%s samples/s, gloo, 4 processes, 1 thread each; sleeps from each\n" \
       "$(field epoch_s "$DDP")" "$(printf '%.0f' "$(field samples_per_s "$DDP")")"
-    echo "                                     process's own uncontended compute time, measured first)"
+    echo "                                     step's forward time × its alone-measured (fwd+bwd)/fwd ratio)"
   else
     echo "-- PyTorch DDP: failed: $(tail -2 "$TMP/ddp.err")"
   fi

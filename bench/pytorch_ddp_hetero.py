@@ -3,9 +3,10 @@
 
 Uniform split (DDP has no other): every process trains B/n samples per step of hetrain's lenet on one fixed
 random batch (no data loader, which favours DDP slightly). Emulation: each process first measures its own
-forward+backward time without communication (median of a few steps under no_sync(), one
-process at a time); in the timed loop it
-sleeps (1/s_r - 1) x that time after its forward pass, before the backward pass whose gradient allreduce
+forward and forward+backward times without communication (median of a few steps under no_sync(), one
+process at a time); in the timed loop it sleeps (1/s_r - 1) x (this step's forward time x that ratio),
+its estimated compute, which grows with contention for cores as hetrain's measured compute does, after
+its forward pass, before the backward pass whose gradient allreduce
 DDP overlaps, so a slow rank joins the allreduce late, as a slow GPU would (hetrain sleeps after its
 compute, before its allreduce, in the same way).
 
@@ -55,17 +56,23 @@ def worker(rank, a, speeds, port):
                 for _ in range(5):
                     t0 = time.perf_counter()
                     opt.zero_grad()
-                    loss_fn(model(x), y).backward()
-                    times.append(time.perf_counter() - t0)
+                    loss = loss_fn(model(x), y)
+                    t1 = time.perf_counter()
+                    loss.backward()
+                    times.append((t1 - t0, time.perf_counter() - t0))
         dist.barrier()
-    compute = statistics.median(times[1:])
-    sleep = (1.0 / speeds[rank] - 1.0) * compute
+    compute = statistics.median(t for _, t in times[1:])
+    # Backward overlaps the allreduce, so each step's compute is estimated from its forward time (which
+    # includes contention for cores, as hetrain's measured compute does) times the alone-measured ratio.
+    per_forward = compute / statistics.median(f for f, _ in times[1:])
+    factor = (1.0 / speeds[rank] - 1.0) * per_forward
 
     def step():
         opt.zero_grad()
+        t0 = time.perf_counter()
         loss = loss_fn(model(x), y)
-        if sleep > 0:
-            time.sleep(sleep)
+        if factor > 0:
+            time.sleep(factor * (time.perf_counter() - t0))
         loss.backward()
         opt.step()
 

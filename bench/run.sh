@@ -41,7 +41,7 @@ train_step() {
       if [ $torch = 1 ]; then
         p=$("$PY" bench/pytorch_train_step.py "${args[@]}" 2>&1 | grep impl=)
         pr=$(field samples_per_s "$p"); pm=$(field peak_mb "$p")
-        [ -n "$pr" ] && ratio=$(calc "$hr/$pr") || pr="failed"
+        [ -n "$pr" ] && ratio=$(printf '%.2f' "$(calc "$hr/$pr")") || pr="failed"
       fi
       printf "%-9s %-9s %5s %7s  %12.2f %12s %6sx  %10.0f %10s\n" "$model" "${size}x${size}" "$batch" "$t" "$hr" "$pr" \
         "$ratio" "$(field peak_mb "$h")" "$pm"

@@ -64,6 +64,9 @@ class Tensor {
   void fill(float v) const;
   void zero() const { fill(0.0f); }
   float& operator[](int64_t i) const { return data_[i]; }
+  // True when other tensors (views, copies) share this tensor's storage. Buffer pools reuse a tensor
+  // once nobody else holds it.
+  bool storage_shared() const { return storage_ && storage_.use_count() > 1; }
 
  private:
   std::shared_ptr<Storage> storage_;  // null for views of foreign memory

@@ -1,5 +1,6 @@
 // Prefetcher: one background thread reads and augments submitted batches in order, staying at most
 // `depth` batches ahead of next(). Errors are stored with their batch and rethrown by next().
+#include <algorithm>
 #include <chrono>
 
 #include "hetrain/data.hpp"
@@ -43,6 +44,16 @@ int64_t Prefetcher::pending() const {
 
 void Prefetcher::run() {
   std::vector<uint8_t> raw;  // reused: fresh buffers pay first-touch page faults on every batch
+  // Float batches handed out are recycled once the trainer has let go of them (storage no longer shared),
+  // for the same reason: a fresh 224x224 batch costs more in page faults than reading it.
+  std::vector<Tensor> pool;
+  auto batch_tensor = [&pool](const Shape& shape) {
+    const int64_t numel = shape_numel(shape);
+    for (Tensor& t : pool)
+      if (!t.storage_shared() && t.numel() >= numel) return t.slice0(0, numel).reshape(shape);
+    pool.push_back(Tensor({std::max<int64_t>(numel, 1)}));
+    return pool.back().slice0(0, numel).reshape(shape);
+  };
   for (;;) {
     std::shared_ptr<Job> job;
     {
@@ -58,7 +69,7 @@ void Prefetcher::run() {
       if (raw.size() < size_t(n) * info.sample_bytes()) raw.resize(size_t(n) * info.sample_bytes());
       job->result.labels.resize(n);
       ds_.read(job->indices, raw.data(), job->result.labels.data());
-      job->result.images = Tensor({n, info.channels, info.height, info.width});
+      job->result.images = batch_tensor({n, info.channels, info.height, info.width});
       augment_batch(raw.data(), n, info, job->augment, job->aug, job->seed, job->result.images.data(), threads_);
       job->result.indices = job->indices;
     } catch (...) {
