@@ -49,8 +49,18 @@ ifdef BLAS_HOME
   BLAS_CFLAGS := -I$(BLAS_HOME)/include
   BLAS_LIBS := -L$(BLAS_HOME)/lib -Wl,-rpath,$(BLAS_HOME)/lib -lopenblas
 else
+  # Prefer Debian's OpenMP build of OpenBLAS: it shares hetrain's OpenMP thread pool. With the pthread
+  # build, OpenMP workers spin while OpenBLAS's own threads want the same cores (2 threads ran 3x slower
+  # than 1 on resnet20 here).
+  OPENBLAS_OMP_DIR := /usr/lib/$(shell gcc -dumpmachine 2>/dev/null)/openblas-openmp
   BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
-  BLAS_LIBS := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
+  ifneq ($(wildcard $(OPENBLAS_OMP_DIR)/libopenblas.so.0),)
+    BLAS_LIBS := -L$(OPENBLAS_OMP_DIR) -Wl,-rpath,$(OPENBLAS_OMP_DIR) -l:libopenblas.so.0
+    BLAS_KIND := OpenMP build
+  else
+    BLAS_LIBS := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
+    BLAS_KIND := pthread build: install libopenblas0-openmp for multi-threaded ranks
+  endif
 endif
 
 # Probe by compiling: a header that is there but unusable counts as missing.
@@ -85,7 +95,7 @@ ifeq ($(filter deps help clean,$(MAKECMDGOALS)),)
 $(info hetrain build ($(CONFIG) configuration):)
 $(info   $(call mark,$(HAVE_MPI)) MPI          $(MPICXX))
 $(info   $(call mark,$(HAVE_HDF5)) HDF5         $(or $(HDF5_HOME),$(HDF5_PC)))
-$(info   $(call mark,$(HAVE_BLAS)) OpenBLAS)
+$(info   $(call mark,$(HAVE_BLAS)) OpenBLAS     $(BLAS_KIND))
 $(info   $(call mark,$(HAVE_BOOST)) Boost.Program_options)
 $(info   $(call mark,$(HAVE_ZLIB)) zlib   $(call mark,$(HAVE_JPEG)) libturbojpeg   $(call mark,$(HAVE_PNG)) libpng)
 $(info   $(call mark,$(HAVE_GTEST)) GoogleTest)
@@ -179,6 +189,13 @@ $(BIN)/test_gpu: $(GPU_TEST_OBJS) $(GPU_TEST_LIBS) $(CONFIG_STAMP)
 	@echo "  LD   $@"
 	@$(CXX_PLAIN) -o $@ $(GPU_TEST_OBJS) $(GPU_TEST_LIBS) -lgtest -lgtest_main $(BLAS_LIBS) -fopenmp -pthread $(CUDA_LIBS)
 
+# ---------------------------------------------------------------- benchmarks (bench/*.cpp → build/bin/bench_*)
+BENCH_BINS := $(patsubst bench/%_bench.cpp,$(BIN)/bench_%,$(wildcard bench/*_bench.cpp))
+$(BIN)/bench_%: $(OBJ)/bench/%_bench.o $(ALL_LIBS) $(CONFIG_STAMP)
+	@mkdir -p $(BIN)
+	@echo "  LD   $@"
+	@$(MPICXX) -o $@ $< $(ALL_LIBS) $(LDLIBS)
+
 # ---------------------------------------------------------------- top-level targets
 .PHONY: all check-deps deps test demo bench clean help gpu-check gpu-bundle
 
@@ -210,7 +227,7 @@ gpu-bundle:
 	@$(MAKE) --no-print-directory CUDA=1 $(BIN)/test_gpu
 	@scripts/gpu-bundle.sh $(or $(DEST),build/gpu-bundle)
 
-bench: all
+bench: all $(BENCH_BINS)
 	@scripts/install-deps.sh --with-python
 	@bench/run.sh
 
@@ -224,7 +241,7 @@ help:
 # rebuilt (and archived) even when its source is older than the archive (e.g. after a file moved).
 ALL_OBJS := $(foreach s,$(SUBSYSTEMS),$(call objs_of,$(s))) $(OBJ)/test/mpi_main.o $(GPU_TEST_OBJS) \
   $(foreach g,$(TEST_GROUPS),$(call test_objs,$(g))) $(OBJ)/src/apps/hetrain_main.o \
-  $(patsubst %,$(OBJ)/%.o,$(basename $(wildcard data_tools/*.cpp)))
+  $(patsubst %,$(OBJ)/%.o,$(basename $(wildcard data_tools/*.cpp) $(wildcard bench/*_bench.cpp)))
 $(ALL_OBJS):
 
 -include $(shell find $(OBJ) -name '*.d' 2>/dev/null)

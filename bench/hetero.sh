@@ -19,6 +19,8 @@ K=${HETERO_K:-10}
 C=${HETERO_SCALE:-0.5}
 N=${HETERO_N:-16384}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+# Waiting ranks yield the core instead of spinning in the allreduce (4 ranks share 2 cores here).
+export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_base_warn_component_unused=0
 TMP=$(mktemp -d /tmp/hetrain-bench-hetero.XXXXXX)
 if [ -n "${HETERO_KEEP:-}" ]; then echo "hetero: metrics files kept in $TMP"; else trap 'rm -rf "$TMP"' EXIT; fi
 
@@ -130,7 +132,7 @@ EOF
 
 echo
 echo "-- slowdown: dynamic, rank 1 becomes 3x slower at step $CHANGE (speed 1 → 0.333, ×$C); new ideal $(printf '%.0f' "$IDEAL_SLOW") samples/s"
-BEFORE=$(steady "$TMP/slow.jsonl" 40 "$ES")
+BEFORE=$(steady "$TMP/slow.jsonl" "40:$CHANGE" "$ES")
 AFTER=$(steady "$TMP/slow.jsonl" $((CHANGE + 3 * K)) "$ESLOW")
 T_AFTER=$(field compute_us_per_sample "$(steady "$TMP/slow.jsonl" "$CHANGE" "$ESLOW")")
 IDEAL_SLOW_ADJ=$(calc "$IDEAL_SLOW*$T1/$T_AFTER")

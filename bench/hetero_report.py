@@ -5,7 +5,7 @@ Each metrics file has one JSON line per step: step, step_s, samples_per_s, effic
 wait_s[], comm_s[] (compute_s includes the emulated sleep). Steady-state throughput of a run is
 sum(b over ranks and steps) / sum(step_s) over the steps at or after --skip (calibration excluded).
 
-  hetero_report.py steady FILE SKIP [SPEEDS]        one key=value line for one run
+  hetero_report.py steady FILE FIRST[:END] [SPEEDS]  one key=value line for one run (steps FIRST..END-1)
   hetero_report.py recovery FILE CHANGE K IDEAL     intervals of K steps after CHANGE until >= 0.9·IDEAL
 """
 import json
@@ -18,7 +18,8 @@ def load(path):
 
 
 def steady(path, skip, speeds=None):
-    rows = [r for r in load(path) if r["step"] >= skip]
+    first, _, end = skip.partition(":")  # "A" = steps >= A; "A:B" = A <= step < B
+    rows = [r for r in load(path) if r["step"] >= int(first) and (not end or r["step"] < int(end))]
     if not rows:
         raise SystemExit(f"hetero_report: {path}: no steps at or after {skip}")
     samples = sum(sum(r["b"]) for r in rows)
@@ -68,7 +69,7 @@ def recovery(path, change, k, ideal):
 
 def main(argv):
     if len(argv) >= 3 and argv[0] == "steady":
-        steady(argv[1], int(argv[2]), argv[3] if len(argv) > 3 else None)
+        steady(argv[1], argv[2], argv[3] if len(argv) > 3 else None)
     elif len(argv) == 5 and argv[0] == "recovery":
         recovery(argv[1], int(argv[2]), int(argv[3]), float(argv[4]))
     else:

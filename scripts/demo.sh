@@ -26,6 +26,8 @@ build/bin/hetrain-pack inspect "$OUT/train.h5" | head -n 12
 # OpenMPI as root on a small machine: allow root, allow more ranks than cores, one BLAS thread per rank.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_base_warn_component_unused=0
+# Ranks waiting in a collective yield the core instead of spinning (ranks may outnumber cores here).
+export OMPI_MCA_mpi_yield_when_idle=1
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
 COMMON=(--data "$OUT/train.h5" --model lenet --global-batch 256 --lr 0.05 --warmup-epochs 0.2 --threads 1

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 core=(build-essential pkg-config libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libhdf5-dev hdf5-tools
-      libboost-program-options-dev libopenblas-dev zlib1g-dev libturbojpeg0-dev libpng-dev
+      libboost-program-options-dev libopenblas-dev libopenblas0-openmp zlib1g-dev libturbojpeg0-dev libpng-dev
       libgtest-dev libbenchmark-dev dataset-fashion-mnist python3
       slurmctld slurmd slurm-client munge)
 extra=()

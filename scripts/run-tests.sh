@@ -16,6 +16,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 # OpenMPI over shared memory on one machine; quiet about missing high-speed networks.
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_base_warn_component_unused=0
+# Ranks waiting in a collective yield the core instead of spinning (ranks may outnumber cores here).
+export OMPI_MCA_mpi_yield_when_idle=1
 
 passed=0 failed=0 skipped=0
 failures=()

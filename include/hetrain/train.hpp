@@ -21,6 +21,7 @@ struct TrainConfig {
   int synthetic_classes = 10;
   bool augment = false;           // random crop (pad 4) + horizontal flip
   int prefetch_depth = 2;
+  bool node_cache = false;        // hold the dataset in memory once per node (MPI shared-memory window)
   std::string last_batch = "drop";  // drop | partial
 
   // model and optimisation
@@ -58,6 +59,7 @@ struct TrainConfig {
   std::string dump_params;          // write final parameters (raw float32, flat order); %r = rank
   std::string dump_samples;         // write "epoch index" of every sample this rank trained on; %r = rank
   bool quiet = false;
+  std::string debug_fail_at;        // "RANK:STEP": that rank throws at that step (tests the no-hang path)
 
   // Canonical "key=value" lines; every rank must produce the same text (checked at start-up).
   std::string canonical() const;

@@ -51,6 +51,7 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
       ("synthetic-classes", po::value(&c.synthetic_classes)->default_value(10), "classes of synthetic data")
       ("augment", po::bool_switch(&c.augment), "random crop (4-pixel padding) and horizontal flip")
       ("prefetch", po::value(&c.prefetch_depth)->default_value(2), "batches read ahead by the background reader")
+      ("cache", po::bool_switch(&c.node_cache), "hold the dataset in memory, one copy per node (MPI shared memory)")
       ("last-batch", po::value(&c.last_batch)->default_value("drop"), "last partial batch of an epoch: drop | partial");
   po::options_description model("Model and optimisation");
   model.add_options()
@@ -90,6 +91,7 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
       ("dump-params", po::value(&c.dump_params), "write final parameters as raw float32 (%r = rank)")
       ("dump-samples", po::value(&c.dump_samples), "write 'epoch index' of every sample trained on (%r = rank)")
       ("quiet", po::bool_switch(&c.quiet), "no progress output")
+      ("debug-fail-at", po::value(&c.debug_fail_at), "testing aid: rank RANK fails at step STEP (RANK:STEP)")
       ("help,h", "show this help");
   po::options_description all("hetrain train options");
   all.add(data).add(model).add(dist).add(out);

@@ -22,6 +22,7 @@ class DatasetSource : public BatchSource {
     prefetcher_.submit(std::move(indices), augment, augment_, aug_seed);
   }
   data::Batch next() override { return prefetcher_.next(); }
+  void enable_node_cache(MPI_Comm node_comm) override { dataset_->enable_node_cache(node_comm); }
 
  private:
   std::unique_ptr<data::Dataset> dataset_;

@@ -19,6 +19,8 @@ class BatchSource {
   // Queue the samples of one local batch (may be empty: a rank with b_r = 0 still steps).
   virtual void submit(std::vector<int64_t> indices, bool augment, uint64_t aug_seed) = 0;
   virtual data::Batch next() = 0;
+  // Collective over node_comm: keep the data in memory once per node. A no-op for in-memory sources.
+  virtual void enable_node_cache(MPI_Comm node_comm) {}
 };
 
 struct SourceOptions {

@@ -14,7 +14,7 @@ std::string TrainConfig::canonical() const {
   // Everything that changes the math or the sample order. Output paths and verbosity may differ per rank.
   os << "data=" << data_path << "\nval=" << val_path << "\nsynthetic=" << synthetic
      << "\nsynthetic_val=" << synthetic_val << "\nsynthetic_shape=" << list(synthetic_shape)
-     << "\nsynthetic_classes=" << synthetic_classes << "\naugment=" << augment << "\nprefetch=" << prefetch_depth
+     << "\nsynthetic_classes=" << synthetic_classes << "\naugment=" << augment << "\nprefetch=" << prefetch_depth << "\ncache=" << node_cache
      << "\nlast_batch=" << last_batch << "\nmodel=" << model << "\nglobal_batch=" << global_batch
      << "\nepochs=" << epochs << "\nmax_steps=" << max_steps << "\nlr=" << lr << "\nlinear_scaling=" << linear_scaling
      << "\nwarmup_epochs=" << warmup_epochs << "\nschedule=" << schedule << "\nmilestones=" << list(milestones)

@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 
 #include "hetrain/error.hpp"
@@ -140,6 +141,16 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
     s.balancer = std::make_unique<dist::Balancer>(world.comm(), cfg.global_batch, bc);
   }
   s.comm = std::make_unique<dist::MpiCommunicator>(world.comm());
+  if (!cfg.debug_fail_at.empty()) {
+    int rank = -1;
+    long long step = -1;
+    char end = 0;
+    HT_CHECK(std::sscanf(cfg.debug_fail_at.c_str(), "%d:%lld%c", &rank, &step, &end) == 2 && rank >= 0 && rank < n &&
+                 step >= 0,
+             "--debug-fail-at wants RANK:STEP with a rank below ", n, ", got '", cfg.debug_fail_at, "'");
+    s.fail_rank = rank;
+    s.fail_step = step;
+  }
   return s;
 }
 
@@ -172,6 +183,11 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
     throw AgreedError(e.message(), __FILE__, __LINE__);
   }
   world.check_identical(s.model->params().values().data(), s.model->params().count(), "initial parameters");
+  // Collective, so only now that every rank is known to be healthy.
+  if (cfg.node_cache) {
+    s.train->enable_node_cache(world.node_comm());
+    if (s.val) s.val->enable_node_cache(world.node_comm());
+  }
   return s;
 }
 

@@ -24,6 +24,8 @@ struct Setup {
   dist::SpeedEmulator emulator;
   std::vector<int64_t> fixed_split;          // empty unless --split
   int64_t total_steps = 0;
+  int fail_rank = -1;                        // --debug-fail-at: injected failure
+  int64_t fail_step = -1;
 };
 
 // Validates every input on every rank, then agrees across ranks: if any rank found a problem, every rank

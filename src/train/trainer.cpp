@@ -161,6 +161,8 @@ class Trainer {
     StepTimes mine;
     mine.wait = seconds_since(step_start);
     const int64_t b = plan.local_batch();
+    HT_CHECK(!(world_.rank() == s_.fail_rank && plan.global_step == s_.fail_step),
+             "failure injected by --debug-fail-at at step ", plan.global_step);
     HT_CHECK(int64_t(batch.labels.size()) == b, "internal: batch of ", batch.labels.size(), " samples for a share of ", b);
 
     auto compute_start = Clock::now();

@@ -3,6 +3,8 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_base_warn_component_unused=0
+# Ranks waiting in a collective yield the core instead of spinning (ranks may outnumber cores here).
+export OMPI_MCA_mpi_yield_when_idle=1
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 HETRAIN=build/bin/hetrain
 PACK=build/bin/hetrain-pack
