@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/threading.hpp"
 
@@ -32,6 +33,27 @@ std::vector<int64_t> parse_int_list(const std::string& text, const char* option)
 
 namespace {
 
+// What --device means in this version: the CUDA ops, kernels and NCCL communicator exist (src/cuda, tested
+// by build/bin/test_gpu on a GPU machine) but the training loop runs on the CPU. So `cuda` is refused with
+// the reason, and `auto` says in one line why it uses the CPU.
+std::string resolve_device(const std::string& requested, int threads, const dist::World& world) {
+  const std::string cpu = "cpu (" + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
+  const int gpus = cuda_device_count();
+  if (requested == "cuda") {
+    HT_CHECK(gpus > 0, "--device cuda: ", cuda_status(), "; use --device cpu or auto");
+    HT_THROW("--device cuda: this version of hetrain trains on the CPU only (the CUDA backend's ops are not "
+             "wired into the training loop yet); use --device cpu or auto");
+  }
+  if (requested == "auto" && world.rank() == 0) {
+    if (gpus > 0)
+      std::printf("device: %s found, but this version trains on the CPU (GPU training is not wired yet)\n",
+                  cuda_status().c_str());
+    else if (cuda_built())
+      std::printf("device: %s; training on the CPU\n", cuda_status().c_str());
+  }
+  return cpu;
+}
+
 // Every check that needs no communication. Same config on every rank → same verdict, except for
 // rank-local facts (a file one node cannot read).
 Setup build_locally(const TrainConfig& cfg, dist::World& world) {
@@ -41,8 +63,7 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   set_num_threads(cfg.threads);
   HT_CHECK(cfg.device == "auto" || cfg.device == "cpu" || cfg.device == "cuda",
            "--device must be auto, cpu or cuda, got '", cfg.device, "'");
-  HT_CHECK(cfg.device != "cuda", "--device cuda: GPU training is not available in this version of hetrain "
-                                 "(the CUDA backend is not wired into the trainer yet); use --device cpu");
+  s.device = resolve_device(cfg.device, cfg.threads, world);
   HT_CHECK(cfg.global_batch >= 1, "--global-batch must be at least 1, got ", cfg.global_batch);
   HT_CHECK(cfg.epochs >= 1, "--epochs must be at least 1, got ", cfg.epochs);
   HT_CHECK(cfg.prefetch_depth >= 1, "--prefetch must be at least 1, got ", cfg.prefetch_depth);
@@ -140,7 +161,7 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
     if (!cfg.max_local_batch.empty()) bc.caps = parse_int_list(cfg.max_local_batch, "--max-local-batch");
     s.balancer = std::make_unique<dist::Balancer>(world.comm(), cfg.global_batch, bc);
   }
-  s.comm = std::make_unique<dist::MpiCommunicator>(world.comm());
+  s.comm = std::make_unique<dist::MpiCommunicator>(world.comm(), 0, dist::node_oversubscribed(world.local_size()));
   if (!cfg.debug_fail_at.empty()) {
     int rank = -1;
     long long step = -1;

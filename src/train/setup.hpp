@@ -24,6 +24,7 @@ struct Setup {
   dist::SpeedEmulator emulator;
   std::vector<int64_t> fixed_split;          // empty unless --split
   int64_t total_steps = 0;
+  std::string device;                        // for the rank table: "cpu (2 threads)"
   int fail_rank = -1;                        // --debug-fail-at: injected failure
   int64_t fail_step = -1;
 };

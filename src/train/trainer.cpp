@@ -88,7 +88,7 @@ class Trainer {
   }
 
   void announce() {
-    const std::string table = world_.rank_table("cpu (" + std::to_string(cfg_.threads) + " threads)");
+    const std::string table = world_.rank_table(s_.device);
     if (world_.rank() != 0 || cfg_.quiet) return;
     const auto& info = s_.train->info();
     std::printf("hetrain: %d rank(s)\n%s", world_.size(), table.c_str());

@@ -26,13 +26,19 @@ class MpiCommunicator : public Communicator {
  public:
   // max_chunk: elements per MPI_Allreduce call (counts above INT_MAX are split; a smaller value is useful
   // for tests and for bucketing).
-  explicit MpiCommunicator(MPI_Comm comm, int64_t max_chunk = 0);
+  // polite_wait: wait for the reduction by testing and sleeping instead of spinning inside MPI (for nodes
+  // with more ranks than cores, see node_oversubscribed).
+  explicit MpiCommunicator(MPI_Comm comm, int64_t max_chunk = 0, bool polite_wait = false);
   const char* name() const override { return "mpi"; }
   void allreduce_sum(float* data, int64_t n) override;
 
  private:
   MPI_Comm comm_;
   int64_t max_chunk_;
+  bool polite_wait_;
 };
+
+// True when this node runs more ranks than it has hardware threads.
+bool node_oversubscribed(int local_ranks);
 
 }  // namespace hetrain::dist
