@@ -210,12 +210,14 @@ endif
 deps:
 	@scripts/install-deps.sh
 
-test: all
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+test: check-deps
+	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@scripts/run-tests.sh
 
 demo:
 	@scripts/install-deps.sh
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@scripts/demo.sh
 
 # GPU checks: the op parity tests (+ benchmarks when built) with results under $(OUT) (default build/gpu-check).
@@ -227,8 +229,9 @@ gpu-bundle:
 	@$(MAKE) --no-print-directory CUDA=1 $(BIN)/test_gpu
 	@scripts/gpu-bundle.sh $(or $(DEST),build/gpu-bundle)
 
-bench: all $(BENCH_BINS)
+bench: check-deps
 	@scripts/install-deps.sh --with-python
+	@$(MAKE) --no-print-directory -j$(NPROC) all $(BENCH_BINS)
 	@bench/run.sh
 
 clean:

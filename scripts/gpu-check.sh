@@ -6,8 +6,10 @@
 # Works from the repository (build/bin/test_gpu) and from a bundle made by scripts/gpu-bundle.sh (bin/ and
 # lib/ beside this script). cuDNN, cuBLAS, NCCL and the CUDA runtime are taken from LD_LIBRARY_PATH; when a
 # Python with PyTorch's CUDA wheels is found, their nvidia/*/lib folders are appended to it.
-# Writes OUTDIR/summary.txt ("N passed, M failed, K skipped" and the device), OUTDIR/test_gpu.log,
-# OUTDIR/test_gpu.xml (GoogleTest XML) and OUTDIR/bench*.log. Exit status: 0 when no test failed.
+# Writes OUTDIR/summary.txt ("N passed, M failed, K skipped", the device and every RESULT line),
+# OUTDIR/test_gpu.log, OUTDIR/test_gpu.xml (GoogleTest XML), OUTDIR/results.txt (the figures tests measure,
+# e.g. NcclBench's allreduce bandwidth: they append RESULT lines to $HETRAIN_GPU_RESULTS) and
+# OUTDIR/bench*.log. Exit status: 0 when no test failed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 if [ -x "$here/bin/test_gpu" ]; then      # bundle layout
@@ -52,6 +54,10 @@ if [ -n "$missing" ]; then
   exit 1
 fi
 
+# Tests that measure something (NcclBench) append their RESULT lines here.
+export HETRAIN_GPU_RESULTS=$out/results.txt
+: >"$HETRAIN_GPU_RESULTS"
+
 timeout 300 "$bin/test_gpu" --gtest_output="xml:$out/test_gpu.xml" >"$out/test_gpu.log" 2>&1
 rc=$?
 p=$(grep -E '^\[  PASSED  \] [0-9]+' "$out/test_gpu.log" | grep -oE '[0-9]+' | head -1)
@@ -61,6 +67,7 @@ line="test_gpu: ${p:-0} passed, ${f:-0} failed, ${s:-0} skipped (exit $rc)"
 [ "${s:-0}" != 0 ] && line+="; skip reason: $(grep -m1 -A1 ': Skipped$' "$out/test_gpu.log" | tail -1)"
 echo "$line" | tee -a "$summary"
 grep -E '^\[  FAILED  \] [A-Za-z]' "$out/test_gpu.log" | sort -u | tee -a "$summary"
+grep -E '^RESULT' "$HETRAIN_GPU_RESULTS" | sed 's/^/  /' | tee -a "$summary"
 
 # Benchmarks (images/s of a resnet50 step, NCCL bus bandwidth) when their programs are built; they never
 # fail the check on time.

@@ -1,4 +1,5 @@
-// hetrain/cuda.hpp — the CUDA backend: device queries, device memory, custom kernels, NCCL, cuDNN conv.
+// hetrain/cuda.hpp — the CUDA backend: device queries, device memory, custom kernels, NCCL, and the layer ops
+// (cuDNN convolution, batch norm, pooling, ReLU; cuBLAS dense layers).
 //
 // The same text in every build configuration, and no CUDA header behind it: a CPU-only build links stubs
 // (src/cuda/stubs/) that report 0 devices and throw "built without CUDA: rebuild with CUDA=1" from every
@@ -198,6 +199,51 @@ class CudnnConv2d {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// ---------------------------------------------------------------- batch norm (src/cuda/batchnorm_cudnn.cpp)
+// cuDNN spatial batch norm with cpu::batchnorm_*'s contract, per channel over N·HW values of in [N, C, HW]:
+// training saves mean and invstd = 1/sqrt(biased var + eps) [C] and updates the running stats with PyTorch's
+// convention, running = (1-momentum)·running + momentum·batch, running_var from the unbiased variance.
+// Null running_mean/running_var: not updated; null gamma/beta: 1/0. Training needs N·HW > 1; N = 0 does
+// nothing. Backward overwrites din and ACCUMULATES dgamma, dbeta; any of the three may be null.
+void batchnorm_forward_train(float* out, float* save_mean, float* save_invstd, float* running_mean, float* running_var,
+                             const float* in, const float* gamma, const float* beta, int N, int C, int HW,
+                             float momentum, float eps, CudaStream stream);
+void batchnorm_forward_eval(float* out, const float* in, const float* gamma, const float* beta,
+                            const float* running_mean, const float* running_var, int N, int C, int HW, float eps,
+                            CudaStream stream);
+void batchnorm_backward(float* din, float* dgamma, float* dbeta, const float* dout, const float* in,
+                        const float* gamma, const float* save_mean, const float* save_invstd, int N, int C, int HW,
+                        CudaStream stream);
+
+// ---------------------------------------------------------------- pooling (src/cuda/pool_cudnn.cpp, kernels/global_avgpool.cu)
+// Square windows with cpu::Pool2dGeom (floor output size, pad ≤ kernel/2); out [N, C, P, Q]. Backward
+// overwrites din [N, C, H, W]. Max pooling keeps no argmax (unlike cpu::maxpool2d_*): its backward takes the
+// forward's in and out, and sends each gradient to the window's maximum (cuDNN's deterministic mode).
+void maxpool2d_forward(float* out, const float* in, const cpu::Pool2dGeom& g, CudaStream stream);
+void maxpool2d_backward(float* din, const float* dout, const float* out, const float* in, const cpu::Pool2dGeom& g,
+                        CudaStream stream);
+// Average pooling counts padding as zeros (PyTorch's count_include_pad=True): every window divides by kernel².
+void avgpool2d_forward(float* out, const float* in, const cpu::Pool2dGeom& g, CudaStream stream);
+void avgpool2d_backward(float* din, const float* dout, const cpu::Pool2dGeom& g, CudaStream stream);
+// out [N, C] = mean over HW of in [N, C, HW]; backward: din [N, C, HW] = dout / HW (overwritten).
+void global_avgpool_forward(float* out, const float* in, int N, int C, int HW, CudaStream stream);
+void global_avgpool_backward(float* din, const float* dout, int N, int C, int HW, CudaStream stream);
+
+// ---------------------------------------------------------------- activation (src/cuda/relu_cudnn.cpp)
+// out [n] = max(in, 0); din [n] = dout·[out > 0] (from the forward's output, as cpu::relu_backward).
+// Both may run in place (out == in, din == dout). NaN inputs: cuDNN's behaviour (not part of the contract).
+void relu_forward(float* out, const float* in, int64_t n, CudaStream stream);
+void relu_backward(float* din, const float* dout, const float* out, int64_t n, CudaStream stream);
+
+// ---------------------------------------------------------------- dense layer (src/cuda/linear_cublas.cpp)
+// Row-major, as cpu::linear_*: out [N, O] = in [N, I] · weight [O, I]ᵀ + bias [O] (bias may be null).
+// Backward overwrites din [N, I] and ACCUMULATES dweight [O, I] and dbias [O]; each may be null (not needed).
+// allow_tf32: cuBLAS may use TF32 tensor cores (10-bit mantissa products); otherwise plain FP32.
+void linear_forward(float* out, const float* in, const float* weight, const float* bias, int N, int I, int O,
+                    CudaStream stream, bool allow_tf32 = false);
+void linear_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in, const float* weight,
+                     int N, int I, int O, CudaStream stream, bool allow_tf32 = false);
 
 }  // namespace cuda
 }  // namespace hetrain

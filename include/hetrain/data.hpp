@@ -122,8 +122,9 @@ struct Batch {
   double wait_seconds = 0;  // time next() blocked
 };
 
-class Prefetcher {  // background reader thread + CPU augmentation threads, `depth` batches ahead
+class Prefetcher {  // a reader thread and an augmentation stage, `depth` batches ahead
  public:
+  // augment_threads: threads that convert one batch (the augmentation stage's own thread included).
   Prefetcher(Dataset& ds, int depth, int augment_threads);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
@@ -139,19 +140,23 @@ class Prefetcher {  // background reader thread + CPU augmentation threads, `dep
     bool augment;
     AugmentConfig aug;
     uint64_t seed;
+    std::vector<uint8_t> raw;  // read, not yet augmented (a buffer from raw_pool_)
     Batch result;
     std::exception_ptr error;
     bool done = false;
   };
-  void run();
+  void read_loop();     // reads job k+1 ...
+  void augment_loop();  // ... while job k is converted to float: the two stages overlap
   Dataset& ds_;
   int depth_, threads_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> jobs_;  // submission order; front is the next to return
-  size_t next_to_work_ = 0;                // index into jobs_ of the first job not yet started
+  size_t next_to_read_ = 0;                // index into jobs_ of the first job not yet read
+  size_t next_to_augment_ = 0;             // index into jobs_ of the first job read but not yet augmented
+  std::vector<std::vector<uint8_t>> raw_pool_;  // recycled read buffers (fresh ones pay first-touch faults)
   bool stop_ = false;
-  std::thread thread_;
+  std::thread reader_, augmenter_;
 };
 
 }  // namespace hetrain::data

@@ -105,7 +105,7 @@ std::vector<int> parse_ints(const std::string& text, const char* option) {
 }
 
 int cmd_models() {
-  std::printf("%-10s %14s   %s\n", "model", "parameters", "(3x224x224 input, 1000 classes; mlp/lenet: 1x28x28, 10)");
+  std::printf("%-10s %12s   %s\n", "model", "parameters", "for input, classes");
   for (const std::string& name : hetrain::nn::Model::names()) {
     hetrain::nn::ModelConfig mc;
     mc.name = name;
@@ -113,8 +113,10 @@ int cmd_models() {
     mc.in_channels = small ? 1 : 3;
     mc.height = mc.width = small ? 28 : (name == "resnet20" ? 32 : 224);
     mc.num_classes = small || name == "resnet20" ? 10 : 1000;
-    std::printf("%-10s %14lld\n", name.c_str(), (long long)hetrain::nn::Model::create(mc)->param_count());
+    std::printf("%-10s %12lld   %dx%dx%d, %d\n", name.c_str(), (long long)hetrain::nn::Model::create(mc)->param_count(),
+                mc.in_channels, mc.height, mc.width, mc.num_classes);
   }
+  std::printf("Every model takes any channel count, class count and image size from its minimum up.\n");
   return 0;
 }
 

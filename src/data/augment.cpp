@@ -36,10 +36,21 @@ void augment_one(const uint8_t* in, const DatasetInfo& info, bool augment, const
         continue;
       }
       const uint8_t* srow = src + size_t(sy) * W;
-      for (int x = 0; x < W; ++x) {
-        int sx = (flip ? W - 1 - x : x) + dx;
-        row[x] = (sx < 0 || sx >= W) ? pad_value : float(srow[sx]) * scale + shift;
+      // Output x reads source column sx = x + dx (or W−1−x + dx flipped); [x0, x1) is where sx is inside
+      // the image. Branch-free loops over that range let the compiler vectorise the conversion.
+      const int x0 = std::min(W, flip ? std::max(0, dx) : std::max(0, -dx));
+      const int x1 = flip ? std::min(W, W + dx) : std::min(W, W - dx);
+      std::fill(row, row + x0, pad_value);
+      if (x1 > x0) {
+        if (flip) {
+          const uint8_t* s = srow + (W - 1 + dx);  // source of x is s[-x]
+          for (int x = x0; x < x1; ++x) row[x] = float(s[-x]) * scale + shift;
+        } else {
+          const uint8_t* s = srow + dx;  // source of x is s[x]
+          for (int x = x0; x < x1; ++x) row[x] = float(s[x]) * scale + shift;
+        }
       }
+      std::fill(row + std::max(x1, x0), row + W, pad_value);
     }
   }
 }

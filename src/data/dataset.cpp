@@ -1,8 +1,10 @@
 // Dataset: opening and validating v1 files (single, shard, index) and reading selected samples.
 //
 // Labels are small (4 bytes a sample), so a shard's labels are read and range-checked when the shard is
-// first opened and served from memory; images are read with one H5Dread per run of consecutive indices.
+// first opened and served from memory. Images of uncompressed shards are copied from a memory map of the file
+// (data/mapped_images.hpp); otherwise they are read with one H5Dread per run of consecutive indices.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -10,6 +12,7 @@
 #include <numeric>
 
 #include "data/h5util.hpp"
+#include "data/mapped_images.hpp"
 #include "hetrain/data.hpp"
 #include "hetrain/error.hpp"
 
@@ -24,6 +27,7 @@ struct Dataset::Shard {
   std::string path;
   int64_t count = 0;
   h5::Id file, images;
+  std::unique_ptr<MappedImages> mapped;  // null: read /images with H5Dread (compressed, unusual layout)
   std::vector<int32_t> labels;
 };
 
@@ -115,6 +119,7 @@ void open_arrays(Dataset::Shard& s, const DatasetInfo& info) {
   s.labels.resize(ln);
   HT_CHECK(H5Dread(labels, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.labels.data()) >= 0, p,
            ": cannot read /labels: ", h5::last_error());
+  s.mapped = MappedImages::open(p, s.file, s.images, s.count, info.sample_bytes());
   for (int64_t i = 0; i < s.count; ++i)
     HT_CHECK(s.labels[i] >= 0 && s.labels[i] < info.num_classes, p, ": label ", s.labels[i], " of sample ", i,
              " is outside [0, ", info.num_classes, ")");
@@ -213,11 +218,12 @@ void Dataset::read(const std::vector<int64_t>& indices, uint8_t* images, int32_t
     }
     return;
   }
-  // Sort positions by sample index; read each distinct sample once, runs of consecutive indices (within one
-  // shard) in one H5Dread, into `staging` in sorted order; then scatter back to request order.
+  // Sort positions by sample index and list each distinct sample once (uniq). A sample whose shard is
+  // memory-mapped is copied straight from the map to every position asking for it; the others are read in
+  // runs of consecutive indices (within one shard), one H5Dread per run, into `staging_`, then scattered.
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return indices[a] < indices[b]; });
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return indices[a] < indices[b]; });
   std::vector<int64_t> uniq;
   std::vector<int64_t> slot(n);  // position in uniq of each request
   for (int64_t k = 0; k < n; ++k) {
@@ -225,34 +231,85 @@ void Dataset::read(const std::vector<int64_t>& indices, uint8_t* images, int32_t
     if (uniq.empty() || uniq.back() != v) uniq.push_back(v);
     slot[order[k]] = int64_t(uniq.size()) - 1;
   }
-  // Strictly increasing requests (sequential scans, the node cache fill) are read straight into `images`.
-  const bool direct = int64_t(uniq.size()) == n && std::is_sorted(indices.begin(), indices.end());
-  if (!direct && staging_.size() < uniq.size() * sb) staging_.resize(uniq.size() * sb);
-  uint8_t* dst = direct ? images : staging_.data();
-  std::vector<int32_t> ulabels(uniq.size());
-  {
-    std::lock_guard<std::mutex> lock(hdf5_mutex());
-    size_t u = 0;
-    while (u < uniq.size()) {
-      int s = int(std::upper_bound(shard_begin_.begin(), shard_begin_.end(), uniq[u]) - shard_begin_.begin()) - 1;
+  const size_t U = uniq.size();
+  std::vector<int> ushard(U);
+  std::vector<int64_t> usrc(U, -1);  // the sample's file offset in its shard, or -1: read with HDF5
+  std::vector<int32_t> ulabels(U);
+  auto shard_of = [&](int64_t i) {
+    return int(std::upper_bound(shard_begin_.begin(), shard_begin_.end(), i) - shard_begin_.begin()) - 1;
+  };
+  // The HDF5 mutex is needed only to open a shard or to look up a chunk address the first time.
+  bool all_known = true;
+  for (size_t u = 0; u < U; ++u) {
+    const int s = ushard[u] = shards_.size() == 1 ? 0 : shard_of(uniq[u]);
+    const Shard* sh = shards_[s].get();
+    if (!sh) {
+      all_known = false;
+      continue;
+    }
+    const int64_t local = uniq[u] - shard_begin_[s];
+    ulabels[u] = sh->labels[local];
+    if (sh->mapped && sh->mapped->resolved(local)) usrc[u] = sh->mapped->offset(local);
+    else if (!sh->mapped) continue;
+    else all_known = false;
+  }
+  std::vector<size_t> slow;  // uniq entries read through HDF5
+  std::unique_lock<std::mutex> lock(hdf5_mutex(), std::defer_lock);
+  if (!all_known) {
+    lock.lock();
+    for (size_t u = 0; u < U; ++u) {
+      if (usrc[u] >= 0) continue;
+      Shard& sh = shard(ushard[u]);
+      const int64_t local = uniq[u] - shard_begin_[ushard[u]];
+      ulabels[u] = sh.labels[local];
+      if (sh.mapped && sh.mapped->resolve(local)) usrc[u] = sh.mapped->offset(local);
+    }
+  }
+  for (size_t u = 0; u < U; ++u) {
+    if (usrc[u] < 0) slow.push_back(u);
+    // Diagnostics count one read per run of consecutive samples of one shard, as H5Dread would need.
+    else if (u == 0 || uniq[u] != uniq[u - 1] + 1 || ushard[u] != ushard[u - 1] || usrc[u - 1] < 0) ++read_calls_;
+  }
+  // Strictly increasing requests read entirely with HDF5 (compressed sequential scans) go straight to `images`.
+  const bool direct = slow.size() == size_t(n) && U == size_t(n) && std::is_sorted(indices.begin(), indices.end());
+  std::vector<int64_t> staged(U, -1);  // position in staging_ of a slow uniq entry
+  if (!slow.empty()) {
+    if (!lock.owns_lock()) lock.lock();
+    if (!direct && staging_.size() < slow.size() * sb) staging_.resize(slow.size() * sb);
+    uint8_t* dst = direct ? images : staging_.data();
+    size_t k = 0;
+    while (k < slow.size()) {
+      const int s = ushard[slow[k]];
       Shard& sh = shard(s);
-      size_t e = u + 1;
-      while (e < uniq.size() && uniq[e] == uniq[e - 1] + 1 && uniq[e] < shard_begin_[s + 1]) ++e;
-      hsize_t start[4] = {hsize_t(uniq[u] - shard_begin_[s]), 0, 0, 0};
-      hsize_t count[4] = {hsize_t(e - u), hsize_t(info_.channels), hsize_t(info_.height), hsize_t(info_.width)};
+      size_t e = k + 1;
+      while (e < slow.size() && slow[e] == slow[e - 1] + 1 && uniq[slow[e]] == uniq[slow[e - 1]] + 1 &&
+             ushard[slow[e]] == s)
+        ++e;
+      hsize_t start[4] = {hsize_t(uniq[slow[k]] - shard_begin_[s]), 0, 0, 0};
+      hsize_t count[4] = {hsize_t(e - k), hsize_t(info_.channels), hsize_t(info_.height), hsize_t(info_.width)};
       h5::Id fspace(H5Dget_space(sh.images));
       H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, count, nullptr);
       h5::Id mspace(H5Screate_simple(4, count, nullptr));
-      HT_CHECK(H5Dread(sh.images, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, dst + u * sb) >= 0,
+      HT_CHECK(H5Dread(sh.images, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, dst + k * sb) >= 0,
                sh.path, ": cannot read samples ", start[0], "..", start[0] + count[0] - 1, ": ", h5::last_error());
       ++read_calls_;
-      for (size_t k = u; k < e; ++k) ulabels[k] = sh.labels[uniq[k] - shard_begin_[s]];
-      u = e;
+      for (size_t j = k; j < e; ++j) staged[slow[j]] = int64_t(j);
+      k = e;
     }
   }
-  for (int64_t i = 0; i < n; ++i) {
-    if (!direct) std::memcpy(images + i * sb, staging_.data() + slot[i] * sb, sb);
-    if (labels) labels[i] = ulabels[slot[i]];
+  if (lock.owns_lock()) lock.unlock();
+  for (int64_t i = 0; i < n;) {
+    const size_t u = size_t(slot[i]);
+    int64_t e = i + 1;
+    if (usrc[u] >= 0) {
+      // Requests that continue back to back in the same file (sequential scans) take one copy.
+      while (e < n && ushard[slot[e]] == ushard[u] && usrc[slot[e]] == usrc[u] + (e - i) * sb) ++e;
+      shards_[ushard[u]]->mapped->copy(usrc[u], e - i, images + i * sb);
+    } else if (!direct) {
+      std::memcpy(images + i * sb, staging_.data() + staged[u] * sb, sb);
+    }
+    for (int64_t j = i; labels && j < e; ++j) labels[j] = ulabels[slot[j]];
+    i = e;
   }
 }
 
@@ -283,6 +340,15 @@ void Dataset::enable_node_cache(MPI_Comm node_comm) {
   HT_MPI_CHECK(MPI_Barrier(node_comm));
   HT_MPI_CHECK(MPI_Win_sync(cache_win_));
   HT_MPI_CHECK(MPI_Win_unlock_all(cache_win_));
+  // Map every page of the window into this process now: the pages other ranks filled are not yet in this
+  // rank's page table, and faulting them in one by one during the first epoch's random reads made the
+  // 4-rank cache slower than reading the file. One read per page maps the existing page (no copy).
+  {
+    const long page = std::max(4096L, ::sysconf(_SC_PAGESIZE));
+    unsigned sum = 0;
+    for (int64_t off = 0; off < N * sb; off += page) sum += static_cast<const volatile uint8_t*>(shared)[off];
+    asm volatile("" : : "r"(sum));
+  }
   // Labels: every rank keeps its own copy (4 bytes a sample).
   cache_labels_.resize(N);
   {

@@ -1,5 +1,7 @@
-// Prefetcher: one background thread reads and augments submitted batches in order, staying at most
-// `depth` batches ahead of next(). Errors are stored with their batch and rethrown by next().
+// Prefetcher: two pipeline stages on their own threads. The reader thread reads submitted batches (uint8)
+// in order, at most `depth` batches ahead of next(); the augmentation thread converts each read batch to a
+// normalised float tensor. So reading batch k+1 overlaps converting batch k, and both overlap the
+// trainer's compute. Errors are stored with their batch and rethrown by next().
 #include <algorithm>
 #include <chrono>
 
@@ -12,7 +14,8 @@ Prefetcher::Prefetcher(Dataset& ds, int depth, int augment_threads)
     : ds_(ds), depth_(depth), threads_(augment_threads) {
   HT_CHECK(depth >= 1, "prefetch depth must be at least 1, got ", depth);
   HT_CHECK(augment_threads >= 1, "augmentation threads must be at least 1, got ", augment_threads);
-  thread_ = std::thread([this] { run(); });
+  reader_ = std::thread([this] { read_loop(); });
+  augmenter_ = std::thread([this] { augment_loop(); });
 }
 
 Prefetcher::~Prefetcher() {
@@ -21,7 +24,8 @@ Prefetcher::~Prefetcher() {
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  reader_.join();
+  augmenter_.join();
 }
 
 void Prefetcher::submit(std::vector<int64_t> indices, bool augment, const AugmentConfig& aug, uint64_t aug_seed) {
@@ -42,10 +46,42 @@ int64_t Prefetcher::pending() const {
   return int64_t(jobs_.size());
 }
 
-void Prefetcher::run() {
-  std::vector<uint8_t> raw;  // reused: fresh buffers pay first-touch page faults on every batch
-  // Float batches handed out are recycled once the trainer has let go of them (storage no longer shared),
-  // for the same reason: a fresh 224x224 batch costs more in page faults than reading it.
+void Prefetcher::read_loop() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    std::vector<uint8_t> raw;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // Read when a job is waiting and fewer than `depth` batches are read ahead of next().
+      cv_.wait(lock, [&] { return stop_ || (next_to_read_ < jobs_.size() && int(next_to_read_) < depth_); });
+      if (stop_) return;
+      job = jobs_[next_to_read_];
+      if (!raw_pool_.empty()) {
+        raw = std::move(raw_pool_.back());
+        raw_pool_.pop_back();
+      }
+    }
+    try {
+      const DatasetInfo& info = ds_.info();
+      const size_t n = job->indices.size();
+      if (raw.size() < n * size_t(info.sample_bytes())) raw.resize(n * size_t(info.sample_bytes()));
+      job->result.labels.resize(n);
+      ds_.read(job->indices, raw.data(), job->result.labels.data());
+    } catch (...) {
+      job->error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      job->raw = std::move(raw);
+      ++next_to_read_;
+    }
+    cv_.notify_all();
+  }
+}
+
+void Prefetcher::augment_loop() {
+  // Float batches handed out are recycled once the trainer has let go of them (storage no longer shared):
+  // a fresh 224x224 batch costs more in page faults than reading it.
   std::vector<Tensor> pool;
   auto batch_tensor = [&pool](const Shape& shape) {
     const int64_t numel = shape_numel(shape);
@@ -58,27 +94,27 @@ void Prefetcher::run() {
     std::shared_ptr<Job> job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      // Work when a job is waiting and fewer than `depth` finished batches are waiting for next().
-      cv_.wait(lock, [&] { return stop_ || (next_to_work_ < jobs_.size() && int(next_to_work_) < depth_); });
+      cv_.wait(lock, [&] { return stop_ || next_to_augment_ < next_to_read_; });
       if (stop_) return;
-      job = jobs_[next_to_work_];
+      job = jobs_[next_to_augment_];
     }
-    try {
-      const DatasetInfo& info = ds_.info();
-      const int64_t n = int64_t(job->indices.size());
-      if (raw.size() < size_t(n) * info.sample_bytes()) raw.resize(size_t(n) * info.sample_bytes());
-      job->result.labels.resize(n);
-      ds_.read(job->indices, raw.data(), job->result.labels.data());
-      job->result.images = batch_tensor({n, info.channels, info.height, info.width});
-      augment_batch(raw.data(), n, info, job->augment, job->aug, job->seed, job->result.images.data(), threads_);
-      job->result.indices = job->indices;
-    } catch (...) {
-      job->error = std::current_exception();
+    if (!job->error) {
+      try {
+        const DatasetInfo& info = ds_.info();
+        const int64_t n = int64_t(job->indices.size());
+        job->result.images = batch_tensor({n, info.channels, info.height, info.width});
+        augment_batch(job->raw.data(), n, info, job->augment, job->aug, job->seed, job->result.images.data(),
+                      threads_);
+        job->result.indices = job->indices;
+      } catch (...) {
+        job->error = std::current_exception();
+      }
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
+      raw_pool_.push_back(std::move(job->raw));
       job->done = true;
-      ++next_to_work_;
+      ++next_to_augment_;
     }
     cv_.notify_all();
   }
@@ -93,7 +129,8 @@ Batch Prefetcher::next() {
     job = jobs_.front();
     cv_.wait(lock, [&] { return job->done; });
     jobs_.pop_front();
-    --next_to_work_;
+    --next_to_read_;
+    --next_to_augment_;
   }
   cv_.notify_all();
   if (job->error) std::rethrow_exception(job->error);

@@ -21,31 +21,33 @@ Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
            shape_str(x.shape()));
   const int N = int(x.dim(0)), HW = int(x.dim(2) * x.dim(3));
   x_ = x;
-  ensure_shape(y_, x.shape());
+  Tensor y = buffer(y_, x.shape());
   if (training) {
     HT_CHECK(int64_t(N) * HW > 1, name_, ": batch statistics need more than one value per channel, got input ",
              shape_str(x.shape()));
-    cpu::batchnorm_forward_train(y_.data(), save_mean_.data(), save_invstd_.data(), pb_->state(mean_).data(),
+    cpu::batchnorm_forward_train(y.data(), save_mean_.data(), save_invstd_.data(), pb_->state(mean_).data(),
                                  pb_->state(var_).data(), x.data(), pb_->param(gamma_).data(),
                                  pb_->param(beta_).data(), N, C_, HW, momentum_, eps_);
   } else {
-    cpu::batchnorm_forward_eval(y_.data(), x.data(), pb_->param(gamma_).data(), pb_->param(beta_).data(),
+    cpu::batchnorm_forward_eval(y.data(), x.data(), pb_->param(gamma_).data(), pb_->param(beta_).data(),
                                 pb_->state(mean_).data(), pb_->state(var_).data(), N, C_, HW, eps_);
   }
   trained_forward_ = training;
-  return y_;
+  return y;
 }
 
 Tensor BatchNorm2d::backward(const Tensor& dy) {
   HT_CHECK(trained_forward_, name_, ": backward after an eval-mode forward (only training mode has a backward)");
-  HT_CHECK(dy.shape() == y_.shape(), name_, ": gradient ", shape_str(dy.shape()), " does not match output ",
-           shape_str(y_.shape()));
+  HT_CHECK(x_.defined(), name_, ": backward without a forward (each forward allows one backward)");
+  HT_CHECK(dy.shape() == x_.shape(), name_, ": gradient ", shape_str(dy.shape()), " does not match output ",
+           shape_str(x_.shape()));
   const int N = int(x_.dim(0)), HW = int(x_.dim(2) * x_.dim(3));
   // The op always computes din (it is what couples the batch); dropped when not needed.
-  ensure_shape(dx_, x_.shape());
-  cpu::batchnorm_backward(dx_.data(), pb_->grad(gamma_).data(), pb_->grad(beta_).data(), dy.data(), x_.data(),
+  Tensor dx = buffer(dx_, x_.shape());
+  cpu::batchnorm_backward(dx.data(), pb_->grad(gamma_).data(), pb_->grad(beta_).data(), dy.data(), x_.data(),
                           pb_->param(gamma_).data(), save_mean_.data(), save_invstd_.data(), N, C_, HW);
-  return need_dx_ ? dx_ : Tensor();
+  x_ = Tensor();
+  return need_dx_ ? dx : Tensor();
 }
 
 }  // namespace hetrain::nn

@@ -24,7 +24,8 @@ class BatchNorm2d : public Layer {
   int C_;
   float momentum_, eps_;
   int gamma_, beta_, mean_, var_;
-  Tensor x_, y_, dx_, save_mean_, save_invstd_;
+  Tensor x_, save_mean_, save_invstd_;  // what backward needs (x_: the input)
+  Tensor y_, dx_;                      // own buffers when there is no pool
   bool trained_forward_ = false;  // backward needs the batch statistics of a training forward
 };
 

@@ -28,22 +28,25 @@ Tensor Conv2d::forward(const Tensor& x, bool) {
   HT_CHECK(g.P() > 0 && g.Q() > 0, name_, ": input ", shape_str(x.shape()), " is too small for a ", kernel_, "×",
            kernel_, " kernel");
   x_ = x;
-  ensure_shape(y_, {g.N, K_, g.P(), g.Q()});
+  y_shape_ = {g.N, K_, g.P(), g.Q()};
+  Tensor y = buffer(y_, y_shape_);
   const float* bias = b_ >= 0 ? pb_->param(b_).data() : nullptr;
-  cpu::conv2d_forward(y_.data(), x.data(), pb_->param(w_).data(), bias, g, ws_->get(cpu::conv2d_workspace_size(g)));
-  return y_;
+  cpu::conv2d_forward(y.data(), x.data(), pb_->param(w_).data(), bias, g, ws_->get(cpu::conv2d_workspace_size(g)));
+  return y;
 }
 
 Tensor Conv2d::backward(const Tensor& dy) {
+  HT_CHECK(x_.defined(), name_, ": backward without a forward (each forward allows one backward)");
   const cpu::Conv2dGeom g = geom_of(x_, K_, kernel_, stride_, pad_);
-  HT_CHECK(dy.shape() == y_.shape(), name_, ": gradient ", shape_str(dy.shape()), " does not match output ",
-           shape_str(y_.shape()));
-  float* dx = nullptr;
-  if (need_dx_) dx = ensure_shape(dx_, x_.shape()).data();
+  HT_CHECK(dy.shape() == y_shape_, name_, ": gradient ", shape_str(dy.shape()), " does not match output ",
+           shape_str(y_shape_));
+  Tensor dx;
+  if (need_dx_) dx = buffer(dx_, x_.shape());
   float* db = b_ >= 0 ? pb_->grad(b_).data() : nullptr;
-  cpu::conv2d_backward(dx, pb_->grad(w_).data(), db, dy.data(), x_.data(), pb_->param(w_).data(), g,
+  cpu::conv2d_backward(dx.data(), pb_->grad(w_).data(), db, dy.data(), x_.data(), pb_->param(w_).data(), g,
                        ws_->get(cpu::conv2d_workspace_size(g)));
-  return need_dx_ ? dx_ : Tensor();
+  x_ = Tensor();
+  return dx;
 }
 
 }  // namespace hetrain::nn

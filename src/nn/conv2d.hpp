@@ -22,7 +22,8 @@ class Conv2d : public Layer {
   int C_, K_, kernel_, stride_, pad_;
   int w_ = -1, b_ = -1;
   Workspace* ws_;
-  Tensor x_, y_, dx_;
+  Tensor x_, y_, dx_;  // x_: kept for backward; y_, dx_: own buffers when there is no pool
+  Shape y_shape_;
 };
 
 }  // namespace hetrain::nn

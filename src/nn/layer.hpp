@@ -3,7 +3,8 @@
 // A layer declares its parameters into the model's ParamBuffer when it is constructed (names carry the
 // layer's prefix, e.g. "layer1.0.conv1.weight") and fetches its views by index at run time, so it works
 // after the buffer is finalised (and if the trainer swaps values in place). forward() keeps what backward()
-// needs; backward() returns dx and ACCUMULATES parameter gradients into the flat gradient buffer.
+// needs; backward() returns dx, ACCUMULATES parameter gradients into the flat gradient buffer, and lets go
+// of what forward kept (so activations are freed as backward walks down the model): one backward per forward.
 #pragma once
 
 #include <cstdint>
@@ -14,16 +15,26 @@
 
 namespace hetrain::nn {
 
-// Scratch memory shared by all layers of one model (im2col columns); grows to the largest request.
+// Memory shared by all layers of one model: the conv scratch (im2col columns; grows to the largest
+// request) and a pool of activation/gradient buffers. A pooled tensor is busy while anyone besides the
+// pool holds a handle to it (Tensor::storage_shared), so a layer's output lives exactly as long as some
+// layer keeps it for backward, and gradients reuse the memory of activations that backward has released
+// — instead of every layer owning an output and a gradient buffer for good. Not thread-safe: one model is
+// driven by one thread.
 class Workspace {
  public:
   float* get(int64_t floats) {
     if (static_cast<int64_t>(buf_.size()) < floats) buf_.resize(static_cast<size_t>(floats));
     return buf_.data();
   }
+  // A tensor of `shape` (contents unspecified: ops overwrite their outputs) that nobody else holds: the
+  // smallest free pooled buffer that fits, else a new one.
+  Tensor acquire(const Shape& shape);
+  int64_t pooled_floats() const;  // total size of the pool, for tests and diagnostics
 
  private:
   std::vector<float> buf_;
+  std::vector<Tensor> pool_;  // 1-D owning tensors
 };
 
 // Activation buffers are reused from step to step: reallocated only when the shape changes (e.g. the last,
@@ -44,9 +55,22 @@ class Layer {
   virtual bool has_batch_coupling() const { return false; }
   // Containers forward this to their first child.
   virtual void set_need_input_grad(bool need) { need_dx_ = need; }
+  // Take outputs and gradients from the model's pool (containers pass it on to every child). Without a
+  // pool a layer keeps its own buffers from call to call.
+  virtual void set_buffer_pool(Workspace* pool) { pool_ = pool; }
 
  protected:
+  // An output or gradient buffer of `shape`: from the pool when there is one (then `own` is dropped, so
+  // the layer holds nothing it does not need), else the layer's own `own`, reused while the shape stays.
+  Tensor buffer(Tensor& own, const Shape& shape) {
+    if (pool_) {
+      own = Tensor();
+      return pool_->acquire(shape);
+    }
+    return ensure_shape(own, shape);
+  }
   bool need_dx_ = true;
+  Workspace* pool_ = nullptr;
 };
 
 }  // namespace hetrain::nn

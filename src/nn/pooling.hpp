@@ -19,7 +19,8 @@ class MaxPool2d : public Layer {
   int kernel_, stride_, pad_;
   Shape in_shape_;
   std::vector<int32_t> argmax_;
-  Tensor y_, dx_;
+  Shape y_shape_;
+  Tensor y_, dx_;  // own buffers when there is no pool
 };
 
 // count_include_pad=True, as PyTorch's default.
@@ -32,7 +33,8 @@ class AvgPool2d : public Layer {
  private:
   int kernel_, stride_, pad_;
   Shape in_shape_;
-  Tensor y_, dx_;
+  Shape y_shape_;
+  Tensor y_, dx_;  // own buffers when there is no pool
 };
 
 // [N, C, H, W] → [N, C] (torchvision's AdaptiveAvgPool2d((1, 1)) followed by flatten).
@@ -43,7 +45,8 @@ class GlobalAvgPool : public Layer {
 
  private:
   Shape in_shape_;
-  Tensor y_, dx_;
+  Shape y_shape_;
+  Tensor y_, dx_;  // own buffers when there is no pool
 };
 
 // [N, ...] → [N, rest]: a view, no copy.

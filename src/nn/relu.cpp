@@ -7,18 +7,22 @@
 namespace hetrain::nn {
 
 Tensor ReLU::forward(const Tensor& x, bool) {
-  ensure_shape(y_, x.shape());
+  y_ = buffer(y_, x.shape());
   cpu::relu_forward(y_.data(), x.data(), x.numel());
   return y_;
 }
 
 Tensor ReLU::backward(const Tensor& dy) {
+  HT_CHECK(y_.defined(), "relu: backward without a forward (each forward allows one backward)");
   HT_CHECK(dy.shape() == y_.shape(), "relu: gradient ", shape_str(dy.shape()), " does not match output ",
            shape_str(y_.shape()));
-  if (!need_dx_) return Tensor();
-  ensure_shape(dx_, dy.shape());
-  cpu::relu_backward(dx_.data(), dy.data(), y_.data(), dy.numel());
-  return dx_;
+  Tensor dx;
+  if (need_dx_) {
+    dx = buffer(dx_, dy.shape());
+    cpu::relu_backward(dx.data(), dy.data(), y_.data(), dy.numel());
+  }
+  if (pool_) y_ = Tensor();  // pooled: free for reuse; own buffer: kept for the next forward
+  return dx;
 }
 
 }  // namespace hetrain::nn

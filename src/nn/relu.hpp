@@ -11,7 +11,8 @@ class ReLU : public Layer {
   Tensor backward(const Tensor& dy) override;
 
  private:
-  Tensor y_, dx_;
+  Tensor y_;   // the output, kept for backward
+  Tensor dx_;  // own gradient buffer when there is no pool
 };
 
 }  // namespace hetrain::nn

@@ -17,12 +17,18 @@ void ResidualBlock::make_shortcut(ParamBuffer& pb, const std::string& prefix, in
   shortcut_.add<BatchNorm2d>(pb, prefix + ".downsample.1", out);
 }
 
+void ResidualBlock::set_buffer_pool(Workspace* pool) {
+  pool_ = pool;
+  main_.set_buffer_pool(pool);
+  shortcut_.set_buffer_pool(pool);
+}
+
 Tensor ResidualBlock::forward(const Tensor& x, bool training) {
   Tensor m = main_.forward(x, training);
   Tensor s = shortcut_.empty() ? x : shortcut_.forward(x, training);
   HT_CHECK(m.shape() == s.shape(), "residual block: main path ", shape_str(m.shape()), " and shortcut ",
            shape_str(s.shape()), " differ");
-  ensure_shape(y_, m.shape());
+  y_ = buffer(y_, m.shape());
   // relu(m + s) in one pass (no aliasing of the ops' in/out arguments).
   float* y = y_.data();
   const float* a = m.data();
@@ -37,23 +43,19 @@ Tensor ResidualBlock::forward(const Tensor& x, bool training) {
 }
 
 Tensor ResidualBlock::backward(const Tensor& dy) {
+  HT_CHECK(y_.defined(), "residual block: backward without a forward (each forward allows one backward)");
   HT_CHECK(dy.shape() == y_.shape(), "residual block: gradient ", shape_str(dy.shape()), " does not match output ",
            shape_str(y_.shape()));
   // d(sum) = dy·[y > 0], shared by both paths.
-  ensure_shape(dmain_, dy.shape());
-  cpu::relu_backward(dmain_.data(), dy.data(), y_.data(), dy.numel());
-  Tensor dx_main = main_.backward(dmain_);
-  if (shortcut_.empty()) {
-    if (!need_dx_) return Tensor();
-    ensure_shape(dx_, dx_main.shape());
-    cpu::add_forward(dx_.data(), dx_main.data(), dmain_.data(), dx_.numel());
-    return dx_;
-  }
-  Tensor dx_short = shortcut_.backward(dmain_);
+  Tensor dsum = buffer(dmain_, dy.shape());
+  cpu::relu_backward(dsum.data(), dy.data(), y_.data(), dy.numel());
+  if (pool_) y_ = Tensor();  // pooled: free for reuse by the gradients below
+  Tensor dx_main = main_.backward(dsum);
+  Tensor dx_short = shortcut_.empty() ? dsum : shortcut_.backward(dsum);
   if (!need_dx_) return Tensor();
-  ensure_shape(dx_, dx_main.shape());
-  cpu::add_forward(dx_.data(), dx_main.data(), dx_short.data(), dx_.numel());
-  return dx_;
+  Tensor dx = buffer(dx_, dx_main.shape());
+  cpu::add_forward(dx.data(), dx_main.data(), dx_short.data(), dx.numel());
+  return dx;
 }
 
 BasicBlock::BasicBlock(ParamBuffer& pb, const std::string& prefix, int in, int planes, int stride, Workspace* ws) {

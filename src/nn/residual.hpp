@@ -18,6 +18,7 @@ class ResidualBlock : public Layer {
   Tensor forward(const Tensor& x, bool training) override;
   Tensor backward(const Tensor& dy) override;
   bool has_batch_coupling() const override { return true; }
+  void set_buffer_pool(Workspace* pool) override;
 
  protected:
   ResidualBlock() = default;
@@ -27,7 +28,8 @@ class ResidualBlock : public Layer {
   Sequential shortcut_;  // empty = identity
 
  private:
-  Tensor y_, dmain_, dx_;
+  Tensor y_;           // the output, kept for backward (the ReLU mask)
+  Tensor dmain_, dx_;  // own gradient buffers when there is no pool
 };
 
 class BasicBlock : public ResidualBlock {

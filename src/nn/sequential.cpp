@@ -21,6 +21,11 @@ bool Sequential::has_batch_coupling() const {
   return false;
 }
 
+void Sequential::set_buffer_pool(Workspace* pool) {
+  pool_ = pool;
+  for (auto& l : layers_) l->set_buffer_pool(pool);
+}
+
 void Sequential::set_need_input_grad(bool need) {
   need_dx_ = need;
   if (!layers_.empty()) layers_.front()->set_need_input_grad(need);

@@ -22,6 +22,7 @@ class Sequential : public Layer {
   Tensor backward(const Tensor& dy) override;
   bool has_batch_coupling() const override;
   void set_need_input_grad(bool need) override;
+  void set_buffer_pool(Workspace* pool) override;
   bool empty() const { return layers_.empty(); }
 
  private:

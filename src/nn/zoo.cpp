@@ -110,6 +110,7 @@ class ZooModel : public Model {
       build_imagenet_resnet<Bottleneck>(net_, params_, &ws_, c, {3, 4, 6, 3});
     }
     net_.set_need_input_grad(false);  // nobody needs the gradient of the input images
+    net_.set_buffer_pool(&ws_);       // activations and gradients share one pool
     params_.finalize();
   }
 

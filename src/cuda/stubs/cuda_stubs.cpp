@@ -58,5 +58,32 @@ void CudnnConv2d::backward(float*, float*, float*, const float*, const float*, c
 std::string CudnnConv2d::algorithms() const { HT_NO_CUDA(); }
 size_t CudnnConv2d::workspace_bytes() const { HT_NO_CUDA(); }
 
+void batchnorm_forward_train(float*, float*, float*, float*, float*, const float*, const float*, const float*, int, int,
+                             int, float, float, CudaStream) {
+  HT_NO_CUDA();
+}
+void batchnorm_forward_eval(float*, const float*, const float*, const float*, const float*, const float*, int, int, int,
+                            float, CudaStream) {
+  HT_NO_CUDA();
+}
+void batchnorm_backward(float*, float*, float*, const float*, const float*, const float*, const float*, const float*,
+                        int, int, int, CudaStream) {
+  HT_NO_CUDA();
+}
+void maxpool2d_forward(float*, const float*, const cpu::Pool2dGeom&, CudaStream) { HT_NO_CUDA(); }
+void maxpool2d_backward(float*, const float*, const float*, const float*, const cpu::Pool2dGeom&, CudaStream) {
+  HT_NO_CUDA();
+}
+void avgpool2d_forward(float*, const float*, const cpu::Pool2dGeom&, CudaStream) { HT_NO_CUDA(); }
+void avgpool2d_backward(float*, const float*, const cpu::Pool2dGeom&, CudaStream) { HT_NO_CUDA(); }
+void global_avgpool_forward(float*, const float*, int, int, int, CudaStream) { HT_NO_CUDA(); }
+void global_avgpool_backward(float*, const float*, int, int, int, CudaStream) { HT_NO_CUDA(); }
+void relu_forward(float*, const float*, int64_t, CudaStream) { HT_NO_CUDA(); }
+void relu_backward(float*, const float*, const float*, int64_t, CudaStream) { HT_NO_CUDA(); }
+void linear_forward(float*, const float*, const float*, const float*, int, int, int, CudaStream, bool) { HT_NO_CUDA(); }
+void linear_backward(float*, float*, float*, const float*, const float*, const float*, int, int, int, CudaStream, bool) {
+  HT_NO_CUDA();
+}
+
 }  // namespace cuda
 }  // namespace hetrain
