@@ -5,12 +5,14 @@
 #   make test       run every test; ends with "N passed, M failed[, K skipped]"
 #   make demo       install what is missing, pack Fashion-MNIST, train on it
 #   make bench      benchmarks that print comparisons (never fail on time)
+#   make gpu-check  GPU op tests + GPU benchmark lines, results in build/gpu-check (OUT=dir to change)
+#   make gpu-bundle test_gpu + the shared libraries it needs, for a bare GPU machine (DEST=dir)
 #
 # Switches (plain variables):
 #   CUDA=auto|0|1   build the CUDA backend: auto = when nvcc is found (default)
 #   CUDA_ARCH=...   nvcc -gencode list (default sm_80, sm_90 + PTX)
 #   MPI_HOME, HDF5_HOME, CUDA_HOME, BLAS_HOME   prefixes as cluster module systems set them
-#   DEBUG=1         -O0 -g with sanitizers off
+#   DEBUG=1         -O0 -g
 # Objects live in one folder per configuration (build/cpu, build/cuda); binaries in build/bin are those of
 # the configuration built last.
 
@@ -238,7 +240,7 @@ clean:
 	rm -rf $(BUILD)
 
 help:
-	@sed -n '2,17p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
 
 # Objects are named explicitly so make never treats them as intermediate files: a missing object is
 # rebuilt (and archived) even when its source is older than the archive (e.g. after a file moved).

@@ -64,8 +64,31 @@ void CostWindow::add(int64_t b, double seconds) {
   while (int64_t(samples_.size()) > capacity_) samples_.pop_front();
 }
 
+// Index of the first sample of a regime change: the longest run of newest samples (at least
+// kMinShiftRun) that all miss `previous` by more than kShiftRatio in the same direction (a GPU started
+// throttling, another job arrived). 0 when there is none.
+static size_t shift_start(const std::deque<CostSample>& samples, const CostModel& previous) {
+  constexpr double kShiftRatio = 1.5;
+  constexpr size_t kMinShiftRun = 5;
+  int direction = 0;
+  size_t start = samples.size();
+  while (start > 0) {
+    const CostSample& c = samples[start - 1];
+    const double predicted = previous.predict(c.b);
+    if (c.b <= 0 || predicted <= 0) break;
+    const double ratio = c.seconds / predicted;
+    const int d = ratio > kShiftRatio ? 1 : ratio < 1.0 / kShiftRatio ? -1 : 0;
+    if (d == 0 || (direction != 0 && d != direction)) break;
+    direction = d;
+    --start;
+  }
+  return samples.size() - start >= kMinShiftRun ? start : 0;
+}
+
 CostModel CostWindow::fit(const CostModel* previous) const {
-  std::vector<CostSample> s(samples_.begin(), samples_.end());
+  // After a regime change the older samples describe a machine that is gone: fit the new regime alone.
+  const size_t first = previous ? shift_start(samples_, *previous) : 0;
+  std::vector<CostSample> s(samples_.begin() + first, samples_.end());
   std::vector<double> w(s.size());
   double weight = 1.0;
   for (size_t i = s.size(); i-- > 0;) {  // newest has age 0

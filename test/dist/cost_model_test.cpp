@@ -86,3 +86,25 @@ TEST(CostModel, WindowKeepsOnlyRecentSamples) {
   EXPECT_NEAR(m.alpha, 0.0, 1e-12);
   EXPECT_NEAR(m.beta, 0.001, 1e-12);
 }
+
+// A regime change (the rank became 3x slower) is fitted from the samples after the change alone, so the
+// next plan follows at once instead of averaging the old machine in; noise that flips direction is not a
+// regime change.
+TEST(CostWindow, FitsOnlyTheNewRegimeAfterAShift) {
+  const CostModel before{0.0, 1e-3};
+  CostWindow w(20, 0.9);
+  for (int i = 0; i < 15; ++i) w.add(64, 64e-3);
+  for (int i = 0; i < 6; ++i) w.add(64, 3 * 64e-3);
+  CostModel after = w.fit(&before);
+  EXPECT_NEAR(after.predict(64), 3 * 64e-3, 1e-9) << "only the 6 slow samples count";
+
+  CostWindow noisy(20, 0.9);
+  for (int i = 0; i < 19; ++i) noisy.add(64, 64e-3 * (i % 2 ? 1.3 : 0.7));
+  CostModel fit = noisy.fit(&before);
+  EXPECT_NEAR(fit.predict(64), 64e-3, 0.2 * 64e-3) << "alternating noise is averaged, not taken as a shift";
+
+  CostWindow two(20, 0.9);  // four slow samples are not yet a regime change (noise can do that)
+  for (int i = 0; i < 15; ++i) two.add(64, 64e-3);
+  for (int i = 0; i < 4; ++i) two.add(64, 3 * 64e-3);
+  EXPECT_LT(two.fit(&before).predict(64), 2.5 * 64e-3);
+}
