@@ -122,8 +122,7 @@ printf "%-20s %10.0f %7.2fx %8.1f%%   (rank alone at speed 1, batch %s: %.0f com
 cat <<EOF
    steady state: none after step 10, static after step 20 (calibration done), dynamic after step 40.
    of ideal = samples/s ÷ Σ of the ranks alone. 4 ranks on $(getconf _NPROCESSORS_ONLN) cores compute slower than a rank alone
-     (they start computing together after each allreduce, ranks waiting in MPI collectives busy-poll, other
-     jobs share the machine) and the emulated sleeps scale with that slower compute; adjusted = of ideal ×
+     (they start computing together after each allreduce, other jobs share the machine) and the emulated sleeps scale with that slower compute; adjusted = of ideal ×
      (this run's compute µs/sample ÷ $(printf '%.0f' "$T1")) divides that out: it estimates the balancing quality alone.
      The oracle split shows what a perfect split reaches here; compare dynamic's adjusted value with its.
    balance = Σ busy / (ranks × step time), busy including the emulated sleep; data wait = slowest rank's

@@ -24,11 +24,13 @@ struct Conv2dGeom {
   int P() const { return (H + 2 * pad - R) / stride + 1; }  // output height
   int Q() const { return (W + 2 * pad - S) / stride + 1; }  // output width
 };
-// Scratch elements (of T) the conv needs; callers may pass a bigger buffer, and its contents need not be
-// initialised. Rule: 0 for 1×1 stride-1 unpadded convs (GEMM straight on the input); otherwise the im2col
-// columns of a group of nb = min(N, ceil(1024 / (P·Q))) samples, C·R·S × nb·P·Q, plus K × nb·P·Q for the
-// group's GEMM output when nb > 1. Non-decreasing in N: a buffer sized for the largest batch fits any
-// smaller one. Forward and backward need the same size.
+// Scratch elements (of T) the conv needs under the CURRENT OpenMP thread count (size it with the thread
+// count you run with); callers may pass a bigger buffer, and its contents need not be initialised.
+// Rule: 0 for 1×1 stride-1 unpadded convs whose output plane has at least 1024 pixels (GEMM straight on
+// the input); otherwise, with t = min(threads, N) threads each working on its own group of
+// nb = min(N, ceil(1024 / (P·Q))) samples: t × (C·R·S × nb·P·Q columns, plus K × nb·P·Q for the group's
+// GEMM output when nb > 1) + (t − 1) × K·C·R·S for per-thread weight gradients. Non-decreasing in N for a
+// fixed thread count. Forward and backward need the same size.
 int64_t conv2d_workspace_size(const Conv2dGeom& g);
 
 // out [N, K, P, Q]; bias [K] or null.

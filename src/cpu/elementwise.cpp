@@ -17,10 +17,16 @@ void relu_forward(T* out, const T* in, int64_t n) {
 }
 
 // Uses the forward output: out > 0 exactly where in > 0, and out is what the layer keeps.
+// dout is loaded unconditionally: with the load inside the ?: the compiler keeps a branch per element
+// (it may not touch dout where out <= 0), which mispredicts on ReLU's random signs and does not vectorise
+// — it made this loop ~10% of a ResNet-50 step.
 template <typename T>
 void relu_backward(T* din, const T* dout, const T* out, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) din[i] = out[i] > T(0) ? dout[i] : T(0);
+  for (int64_t i = 0; i < n; ++i) {
+    const T d = dout[i];
+    din[i] = out[i] > T(0) ? d : T(0);
+  }
 }
 
 template <typename T>

@@ -29,7 +29,8 @@ std::vector<Conv2dGeom> odd_shapes() {
   return {
       geom(3, 5, 11, 7, 6, 3, 3, 1, 1),   // 3×3 same-padding, non-square input
       geom(2, 3, 9, 12, 7, 3, 3, 2, 1),   // stride 2 with padding
-      geom(3, 7, 5, 6, 5, 1, 1, 1, 0),    // 1×1 stride 1: the no-im2col path
+      geom(3, 7, 5, 6, 5, 1, 1, 1, 0),    // 1×1 stride 1, small plane: grouped (im2col is a copy)
+      geom(3, 5, 32, 33, 6, 1, 1, 1, 0),  // 1×1 stride 1, plane ≥ 1024: the no-im2col path
       geom(2, 4, 7, 9, 3, 1, 1, 2, 0),    // 1×1 stride 2 (ResNet shortcut): im2col path
       geom(2, 3, 23, 17, 5, 7, 7, 2, 3),  // 7×7 stride 2 pad 3 (ResNet stem)
       geom(1, 1, 6, 10, 3, 3, 3, 1, 0),   // batch 1, C = 1, no padding
