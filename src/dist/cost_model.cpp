@@ -18,6 +18,7 @@ CostModel rescale(const CostModel* previous, double mean_b, double mean_t) {
   }
   return {0.0, mean_t / mean_b};
 }
+constexpr double kMaxFixedShare = 0.5;  // α ≤ this × the mean step time of the samples
 }  // namespace
 
 CostModel fit_cost_model(const std::vector<CostSample>& samples, const std::vector<double>& weights,
@@ -49,6 +50,13 @@ CostModel fit_cost_model(const std::vector<CostSample>& samples, const std::vect
   double alpha = mt - beta * mb;
   if (!(beta > 0)) return rescale(previous, mb, mt);  // noise made the slope non-positive
   if (alpha < 0) return {0.0, sbt / sbb};              // clamp: least squares through the origin
+  // Two nearby batch sizes and noisy timings can put almost all of the time into α (β → 0): the rank
+  // would look infinitely fast per sample. A step's fixed cost above half its time at the batch sizes seen
+  // is not credible for training compute; cap it there, through the weighted mean point.
+  if (alpha > kMaxFixedShare * mt) {
+    alpha = kMaxFixedShare * mt;
+    beta = (mt - alpha) / mb;
+  }
   return {alpha, beta};
 }
 

@@ -108,3 +108,16 @@ TEST(CostWindow, FitsOnlyTheNewRegimeAfterAShift) {
   for (int i = 0; i < 4; ++i) two.add(64, 3 * 64e-3);
   EXPECT_LT(two.fit(&before).predict(64), 2.5 * 64e-3);
 }
+
+// Two nearby batch sizes with noisy times can fit nearly all time as fixed cost (β → 0: a rank that looks
+// infinitely fast per sample). α is capped at half the mean step time.
+TEST(CostModel, FixedCostIsCappedAtHalfTheStepTime) {
+  // b = 64 → 60 ms, b = 96 → 61 ms: least squares says α ≈ 58 ms, β ≈ 0.03 ms.
+  std::vector<CostSample> s = {{64, 60e-3}, {96, 61e-3}, {64, 60e-3}, {96, 61e-3}};
+  std::vector<double> w(s.size(), 1.0);
+  CostModel m = fit_cost_model(s, w, nullptr);
+  const double mean_t = 60.5e-3;
+  EXPECT_NEAR(m.alpha, 0.5 * mean_t, 1e-12);
+  EXPECT_NEAR(m.predict(80), mean_t, 1e-9) << "the capped model still passes through the mean point";
+  EXPECT_GT(m.beta, 0.3e-3);
+}
