@@ -1,7 +1,6 @@
 #include "train/batch_source.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <deque>
 
