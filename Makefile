@@ -134,6 +134,9 @@ srcs_of = $(if $(filter cuda,$(1)),$(if $(USE_CUDA),$(wildcard src/cuda/*.cu src
 objs_of = $(patsubst %,$(OBJ)/%.o,$(basename $(call srcs_of,$(1))))
 lib_of = $(OBJ)/lib/libht_$(1).a
 ALL_LIBS := $(foreach s,$(SUBSYSTEMS),$(call lib_of,$(s)))
+# core's tensors allocate device memory through cuda, which itself reports errors through core: a group
+# lets the linker resolve that cycle.
+link_group = -Wl,--start-group $(1) -Wl,--end-group
 
 $(OBJ)/lib/libht_%.a: $$(call objs_of,$$*)
 	@mkdir -p $(dir $@)
@@ -160,12 +163,12 @@ APPS := hetrain hetrain-pack
 $(BIN)/hetrain: $(OBJ)/src/apps/hetrain_main.o $(ALL_LIBS) $(CONFIG_STAMP)
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
-	@$(MPICXX) -o $@ $< $(ALL_LIBS) $(LDLIBS)
+	@$(MPICXX) -o $@ $< $(call link_group,$(ALL_LIBS)) $(LDLIBS)
 
 $(BIN)/hetrain-pack: $(CONFIG_STAMP) $(OBJ)/data_tools/hetrain_pack.o $(patsubst %,$(OBJ)/%.o,$(basename $(filter-out data_tools/hetrain_pack.cpp,$(wildcard data_tools/*.cpp)))) $(ALL_LIBS)
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
-	@$(MPICXX) -o $@ $(filter %.o,$^) $(ALL_LIBS) $(LDLIBS)
+	@$(MPICXX) -o $@ $(filter %.o,$^) $(call link_group,$(ALL_LIBS)) $(LDLIBS)
 
 # ---------------------------------------------------------------- tests
 # test/<group>/*.cpp → build/bin/test_<group>. Groups whose name ends in _mpi get a main that starts MPI
@@ -181,22 +184,22 @@ mpi_main_for = $(if $(filter %_mpi,$(1)),$(OBJ)/test/mpi_main.o)
 $(BIN)/test_%: $$(call test_objs,$$*) $(ALL_LIBS) $(CONFIG_STAMP) $$(call mpi_main_for,$$*)
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
-	@$(MPICXX) -o $@ $(call test_objs,$*) $(call mpi_main_for,$*) $(ALL_LIBS) -lgtest $(if $(filter %_mpi,$*),,-lgtest_main) $(LDLIBS)
+	@$(MPICXX) -o $@ $(call test_objs,$*) $(call mpi_main_for,$*) $(call link_group,$(ALL_LIBS)) -lgtest $(if $(filter %_mpi,$*),,-lgtest_main) $(LDLIBS)
 
 # The GPU op tests link no MPI, HDF5 or Boost, so the binary runs on a bare GPU machine. Without a GPU (or
 # in a CPU-only build) every test reports itself skipped.
-GPU_TEST_LIBS := $(call lib_of,cuda) $(call lib_of,cpu) $(call lib_of,core)
+GPU_TEST_LIBS := $(call lib_of,nn) $(call lib_of,cuda) $(call lib_of,cpu) $(call lib_of,core)
 $(BIN)/test_gpu: $(GPU_TEST_OBJS) $(GPU_TEST_LIBS) $(CONFIG_STAMP)
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
-	@$(CXX_PLAIN) -o $@ $(GPU_TEST_OBJS) $(GPU_TEST_LIBS) -lgtest -lgtest_main $(BLAS_LIBS) -fopenmp -pthread $(CUDA_LIBS)
+	@$(CXX_PLAIN) -o $@ $(GPU_TEST_OBJS) $(call link_group,$(GPU_TEST_LIBS)) -lgtest -lgtest_main $(BLAS_LIBS) -fopenmp -pthread $(CUDA_LIBS)
 
 # ---------------------------------------------------------------- benchmarks (bench/*.cpp → build/bin/bench_*)
 BENCH_BINS := $(patsubst bench/%_bench.cpp,$(BIN)/bench_%,$(wildcard bench/*_bench.cpp))
 $(BIN)/bench_%: $(OBJ)/bench/%_bench.o $(ALL_LIBS) $(CONFIG_STAMP)
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
-	@$(MPICXX) -o $@ $< $(ALL_LIBS) $(LDLIBS)
+	@$(MPICXX) -o $@ $< $(call link_group,$(ALL_LIBS)) $(LDLIBS)
 
 # ---------------------------------------------------------------- top-level targets
 .PHONY: all check-deps deps test demo bench clean help gpu-check gpu-bundle

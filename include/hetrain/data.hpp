@@ -115,8 +115,24 @@ struct AugmentConfig {
 void augment_batch(const uint8_t* images, int64_t n, const DatasetInfo& info, bool augment,
                    const AugmentConfig& aug, uint64_t aug_seed, float* out, int threads);
 
+// The same crops and flips for a device to apply (cuda::normalize_crop_flip's convention): int32 [n, 3] =
+// (y0, x0, flip) per sample, (y0, x0) the crop corner in the image zero-padded by crop_pad() on each side,
+// 0 ≤ y0, x0 ≤ 2·pad. Drawn exactly as augment_batch draws them, so CPU and GPU ranks augment alike.
+// Not augmenting (or no crop / no flip configured) gives zeros there.
+int crop_pad(bool augment, const AugmentConfig& aug);  // aug.crop_padding when cropping, else 0
+std::vector<int32_t> draw_crop_flip(int64_t n, bool augment, const AugmentConfig& aug, uint64_t aug_seed);
+
+enum class BatchForm {
+  Float,  // images: augmented and normalised on the host (CPU ranks)
+  Raw,    // raw + crop_flip: the bytes as read, for the device to augment and normalise (GPU ranks)
+};
+
 struct Batch {
-  Tensor images;  // float [n, C, H, W] normalised with the dataset mean/std
+  Tensor images;  // Float form: float [n, C, H, W] normalised with the dataset mean/std; undefined in Raw form
+  // Raw form only (empty in Float form): 4× fewer bytes to move to the device than floats.
+  std::vector<uint8_t> raw;        // uint8 [n, C, H, W]
+  std::vector<int32_t> crop_flip;  // int32 [n, 3], see draw_crop_flip
+  int crop_pad = 0;                // zero padding per side that crop_flip's corners assume
   std::vector<int32_t> labels;
   std::vector<int64_t> indices;
   double wait_seconds = 0;  // time next() blocked
@@ -130,7 +146,9 @@ class Prefetcher {  // a reader thread and an augmentation stage, `depth` batche
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
   // Queue one batch: read `indices`, augment when `augment` (seeded by aug_seed: same seed → same result).
-  void submit(std::vector<int64_t> indices, bool augment, const AugmentConfig& aug, uint64_t aug_seed);
+  // BatchForm::Raw hands back the read bytes and the drawn crops/flips instead of converting them.
+  void submit(std::vector<int64_t> indices, bool augment, const AugmentConfig& aug, uint64_t aug_seed,
+              BatchForm form = BatchForm::Float);
   Batch next();  // batches come back in submission order; rethrows reader errors
   int64_t pending() const;  // submitted and not yet returned by next()
 
@@ -140,13 +158,14 @@ class Prefetcher {  // a reader thread and an augmentation stage, `depth` batche
     bool augment;
     AugmentConfig aug;
     uint64_t seed;
+    BatchForm form;
     std::vector<uint8_t> raw;  // read, not yet augmented (a buffer from raw_pool_)
     Batch result;
     std::exception_ptr error;
     bool done = false;
   };
   void read_loop();     // reads job k+1 ...
-  void augment_loop();  // ... while job k is converted to float: the two stages overlap
+  void augment_loop();  // ... while job k is converted to float (or drawn, Raw form): the stages overlap
   Dataset& ds_;
   int depth_, threads_;
   mutable std::mutex mu_;

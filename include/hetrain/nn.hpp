@@ -43,6 +43,10 @@ class ParamBuffer {
   int find(const std::string& name) const;  // -1 when absent
   int find_state(const std::string& name) const;  // -1 when absent
   void reset_states();  // every state back to its declared initial value (done by finalize())
+  // Moves values, gradients and states to `device` (copying their contents); views handed out earlier
+  // point at the old memory, so layers fetch theirs by index at every call.
+  void to(Device device);
+  Device device() const { return values_.device(); }
 
   Tensor& values() { return values_; }  // [count()]
   Tensor& grads() { return grads_; }    // [count()]
@@ -93,6 +97,13 @@ class Model {
   virtual void backward(const Tensor& dlogits) = 0;
   // True when some layer couples the samples of a batch (batch norm in training mode).
   virtual bool has_batch_coupling() const = 0;
+  // Moves the parameters and the model's buffers to `device`; forward() then takes inputs there and
+  // returns logits there. On CUDA the layers run cuDNN/cuBLAS/our kernels on the legacy default stream;
+  // allow_tf32 lets convolutions and dense layers use TF32 tensor cores (10-bit mantissa products).
+  virtual void to(Device device, bool allow_tf32 = false) = 0;
+  Device device() const { return params_.device(); }
+  // Floats held by the model's activation/gradient pool after the last step (memory planning and tests).
+  virtual int64_t pooled_floats() const = 0;
 
  protected:
   explicit Model(const ModelConfig& config) : config_(config) {}

@@ -1,8 +1,13 @@
 // hetrain/tensor.hpp — float32 tensors: shape, device tag, aligned owning storage, views.
 //
 // A Tensor is a cheap handle (shared storage + offset + shape). Owning tensors allocate 64-byte-aligned
-// memory; views alias part of another tensor or of a raw buffer (the flat parameter buffer hands out
-// views, one per parameter). Data is always contiguous, row-major (NCHW for images).
+// host memory, or device memory through the CUDA backend; views alias part of another tensor or of a raw
+// buffer (the flat parameter buffer hands out views, one per parameter). Data is always contiguous,
+// row-major (NCHW for images). The data of a CUDA tensor is a device pointer: only the ops of
+// hetrain/cuda.hpp may touch it, and element access (operator[], fill) is for CPU tensors.
+//
+// Device work is ordered on CUDA's legacy default stream: allocation zero-fills there, and clone/copy_from
+// copy there and wait, so host code that reads a copied tensor sees finished data.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +26,8 @@ using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& s);
 std::string shape_str(const Shape& s);  // "[8, 3, 32, 32]"
 
-// Aligned memory block; frees itself. CUDA storage is allocated by the CUDA backend.
+// Aligned memory block, zero-filled; frees itself. CUDA storage comes from cuda::device_alloc (a CPU-only
+// build throws "built without CUDA" there).
 class Storage {
  public:
   Storage(size_t bytes, Device device);
@@ -41,7 +47,7 @@ class Storage {
 class Tensor {
  public:
   Tensor() = default;
-  // Owning, zero-filled on the CPU.
+  // Owning, zero-filled.
   explicit Tensor(Shape shape, Device device = Device::CPU);
   static Tensor zeros(Shape shape) { return Tensor(std::move(shape)); }
   // Non-owning view of memory that outlives the tensor (e.g. a slice of the flat parameter buffer).
@@ -59,10 +65,14 @@ class Tensor {
   Tensor reshape(Shape shape) const;
   // Rows [begin, end) of the first dimension, sharing memory.
   Tensor slice0(int64_t begin, int64_t end) const;
-  // Deep copy (CPU).
+  // Deep copy on the same device.
   Tensor clone() const;
-  void fill(float v) const;
-  void zero() const { fill(0.0f); }
+  // Deep copy on `device` (the same handle when it is already there).
+  Tensor to(Device device) const;
+  // Copies src's elements into this tensor (same numel, any pair of devices); returns when done.
+  void copy_from(const Tensor& src) const;
+  void fill(float v) const;  // CPU only
+  void zero() const;         // any device
   float& operator[](int64_t i) const { return data_[i]; }
   // True when other tensors (views, copies) share this tensor's storage. Buffer pools reuse a tensor
   // once nobody else holds it.

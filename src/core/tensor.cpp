@@ -1,9 +1,11 @@
 #include "hetrain/tensor.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 
+#include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
 
 namespace hetrain {
@@ -28,7 +30,11 @@ std::string shape_str(const Shape& s) {
 }
 
 Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
-  HT_CHECK(device == Device::CPU, "CPU Storage asked for ", device_name(device), " memory");
+  if (device == Device::CUDA) {
+    data_ = cuda::device_alloc(std::max<size_t>(bytes, 64));
+    cuda::memset_zero(data_, std::max<size_t>(bytes, 64));
+    return;
+  }
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
   data_ = std::aligned_alloc(64, rounded);
@@ -36,7 +42,12 @@ Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
   std::memset(data_, 0, rounded);
 }
 
-Storage::~Storage() { std::free(data_); }
+Storage::~Storage() {
+  if (device_ == Device::CUDA)
+    cuda::device_free(data_);
+  else
+    std::free(data_);
+}
 
 Tensor::Tensor(Shape shape, Device device) : shape_(std::move(shape)), device_(device) {
   numel_ = shape_numel(shape_);
@@ -80,12 +91,45 @@ Tensor Tensor::slice0(int64_t begin, int64_t end) const {
 
 Tensor Tensor::clone() const {
   Tensor t(shape_, device_);
-  if (numel_) std::memcpy(t.data_, data_, numel_ * sizeof(float));
+  t.copy_from(*this);
   return t;
 }
 
+Tensor Tensor::to(Device device) const {
+  if (device == device_) return *this;
+  Tensor t(shape_, device);
+  t.copy_from(*this);
+  return t;
+}
+
+void Tensor::copy_from(const Tensor& src) const {
+  HT_CHECK(src.numel_ == numel_, "copy_from: ", shape_str(src.shape_), " into ", shape_str(shape_),
+           " (element counts differ)");
+  const size_t bytes = size_t(numel_) * sizeof(float);
+  if (bytes == 0 || src.data_ == data_) return;
+  if (device_ == Device::CPU && src.device_ == Device::CPU) {
+    std::memcpy(data_, src.data_, bytes);
+    return;
+  }
+  if (device_ == Device::CUDA && src.device_ == Device::CUDA)
+    cuda::copy_device(data_, src.data_, bytes);
+  else if (device_ == Device::CUDA)
+    cuda::copy_to_device(data_, src.data_, bytes);
+  else
+    cuda::copy_to_host(data_, src.data_, bytes);
+  cuda::stream_synchronize(nullptr);
+}
+
 void Tensor::fill(float v) const {
+  HT_CHECK(device_ == Device::CPU, "fill(", v, ") on a ", device_name(device_), " tensor (CPU only)");
   for (int64_t i = 0; i < numel_; ++i) data_[i] = v;
+}
+
+void Tensor::zero() const {
+  if (device_ == Device::CUDA)
+    cuda::memset_zero(data_, size_t(numel_) * sizeof(float));
+  else
+    std::memset(data_, 0, size_t(numel_) * sizeof(float));
 }
 
 }  // namespace hetrain

@@ -1,6 +1,7 @@
-// nn/batchnorm2d.cpp — batch-norm layer over cpu::batchnorm_*.
+// nn/batchnorm2d.cpp — batch-norm layer over cpu::batchnorm_* or cuda::batchnorm_* (cuDNN), same contract.
 #include "nn/batchnorm2d.hpp"
 
+#include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/ops.hpp"
 
@@ -12,8 +13,6 @@ BatchNorm2d::BatchNorm2d(ParamBuffer& pb, const std::string& name, int channels,
   beta_ = pb.declare(name + ".bias", {C_}, ParamKind::BnBias);
   mean_ = pb.declare_state(name + ".running_mean", {C_}, 0.0f);
   var_ = pb.declare_state(name + ".running_var", {C_}, 1.0f);
-  save_mean_ = Tensor({C_});
-  save_invstd_ = Tensor({C_});
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
@@ -21,16 +20,26 @@ Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
            shape_str(x.shape()));
   const int N = int(x.dim(0)), HW = int(x.dim(2) * x.dim(3));
   x_ = x;
-  Tensor y = buffer(y_, x.shape());
+  const Device dev = x.device();
+  Tensor y = buffer(y_, x.shape(), dev);
+  const float *gamma = pb_->param(gamma_).data(), *beta = pb_->param(beta_).data();
+  float *running_mean = pb_->state(mean_).data(), *running_var = pb_->state(var_).data();
   if (training) {
     HT_CHECK(int64_t(N) * HW > 1, name_, ": batch statistics need more than one value per channel, got input ",
              shape_str(x.shape()));
-    cpu::batchnorm_forward_train(y.data(), save_mean_.data(), save_invstd_.data(), pb_->state(mean_).data(),
-                                 pb_->state(var_).data(), x.data(), pb_->param(gamma_).data(),
-                                 pb_->param(beta_).data(), N, C_, HW, momentum_, eps_);
+    ensure_shape(save_mean_, {C_}, dev);
+    ensure_shape(save_invstd_, {C_}, dev);
+    if (dev == Device::CUDA)
+      cuda::batchnorm_forward_train(y.data(), save_mean_.data(), save_invstd_.data(), running_mean, running_var,
+                                    x.data(), gamma, beta, N, C_, HW, momentum_, eps_, nullptr);
+    else
+      cpu::batchnorm_forward_train(y.data(), save_mean_.data(), save_invstd_.data(), running_mean, running_var,
+                                   x.data(), gamma, beta, N, C_, HW, momentum_, eps_);
+  } else if (dev == Device::CUDA) {
+    cuda::batchnorm_forward_eval(y.data(), x.data(), gamma, beta, running_mean, running_var, N, C_, HW, eps_,
+                                 nullptr);
   } else {
-    cpu::batchnorm_forward_eval(y.data(), x.data(), pb_->param(gamma_).data(), pb_->param(beta_).data(),
-                                pb_->state(mean_).data(), pb_->state(var_).data(), N, C_, HW, eps_);
+    cpu::batchnorm_forward_eval(y.data(), x.data(), gamma, beta, running_mean, running_var, N, C_, HW, eps_);
   }
   trained_forward_ = training;
   return y;
@@ -43,9 +52,13 @@ Tensor BatchNorm2d::backward(const Tensor& dy) {
            shape_str(x_.shape()));
   const int N = int(x_.dim(0)), HW = int(x_.dim(2) * x_.dim(3));
   // The op always computes din (it is what couples the batch); dropped when not needed.
-  Tensor dx = buffer(dx_, x_.shape());
-  cpu::batchnorm_backward(dx.data(), pb_->grad(gamma_).data(), pb_->grad(beta_).data(), dy.data(), x_.data(),
-                          pb_->param(gamma_).data(), save_mean_.data(), save_invstd_.data(), N, C_, HW);
+  Tensor dx = buffer(dx_, x_.shape(), x_.device());
+  if (x_.device() == Device::CUDA)
+    cuda::batchnorm_backward(dx.data(), pb_->grad(gamma_).data(), pb_->grad(beta_).data(), dy.data(), x_.data(),
+                             pb_->param(gamma_).data(), save_mean_.data(), save_invstd_.data(), N, C_, HW, nullptr);
+  else
+    cpu::batchnorm_backward(dx.data(), pb_->grad(gamma_).data(), pb_->grad(beta_).data(), dy.data(), x_.data(),
+                            pb_->param(gamma_).data(), save_mean_.data(), save_invstd_.data(), N, C_, HW);
   x_ = Tensor();
   return need_dx_ ? dx : Tensor();
 }

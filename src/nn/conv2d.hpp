@@ -1,8 +1,10 @@
 // nn/conv2d.hpp — 2-D convolution layer: weight [K, C, R, R], optional bias [K].
 #pragma once
 
+#include <memory>
 #include <string>
 
+#include "hetrain/cuda.hpp"
 #include "nn/layer.hpp"
 
 namespace hetrain::nn {
@@ -24,6 +26,11 @@ class Conv2d : public Layer {
   Workspace* ws_;
   Tensor x_, y_, dx_;  // x_: kept for backward; y_, dx_: own buffers when there is no pool
   Shape y_shape_;
+  // On the GPU: cuDNN descriptors and workspace for the current input shape, rebuilt when it changes (the
+  // balancer changes N at refits; the algorithm choice itself is cached per shape for the process).
+  cuda::CudnnConv2d& cudnn_for(const cpu::Conv2dGeom& g);
+  std::unique_ptr<cuda::CudnnConv2d> cudnn_;
+  cpu::Conv2dGeom cudnn_geom_;
 };
 
 }  // namespace hetrain::nn

@@ -19,18 +19,22 @@ namespace hetrain::nn {
 // request) and a pool of activation/gradient buffers. A pooled tensor is busy while anyone besides the
 // pool holds a handle to it (Tensor::storage_shared), so a layer's output lives exactly as long as some
 // layer keeps it for backward, and gradients reuse the memory of activations that backward has released
-// — instead of every layer owning an output and a gradient buffer for good. Not thread-safe: one model is
-// driven by one thread.
+// — instead of every layer owning an output and a gradient buffer for good. Buffers live on the device of
+// the request (a model on the GPU pools device memory). Not thread-safe: one model is driven by one thread.
+// It also carries the model-wide GPU setting (TF32), so layers need no second shared object.
 class Workspace {
  public:
+  // Host scratch for the CPU convolution.
   float* get(int64_t floats) {
     if (static_cast<int64_t>(buf_.size()) < floats) buf_.resize(static_cast<size_t>(floats));
     return buf_.data();
   }
   // A tensor of `shape` (contents unspecified: ops overwrite their outputs) that nobody else holds: the
   // smallest free pooled buffer that fits, else a new one.
-  Tensor acquire(const Shape& shape);
+  Tensor acquire(const Shape& shape, Device device = Device::CPU);
   int64_t pooled_floats() const;  // total size of the pool, for tests and diagnostics
+  void release_all() { pool_.clear(); }  // e.g. after the model moved to another device
+  bool allow_tf32 = false;        // GPU convolutions and dense layers may use TF32 tensor cores
 
  private:
   std::vector<float> buf_;
@@ -39,8 +43,8 @@ class Workspace {
 
 // Activation buffers are reused from step to step: reallocated only when the shape changes (e.g. the last,
 // smaller batch of an epoch). Ops overwrite their outputs, so no zeroing is needed.
-inline Tensor& ensure_shape(Tensor& t, const Shape& shape) {
-  if (!t.defined() || t.shape() != shape) t = Tensor(shape);
+inline Tensor& ensure_shape(Tensor& t, const Shape& shape, Device device = Device::CPU) {
+  if (!t.defined() || t.shape() != shape || t.device() != device) t = Tensor(shape, device);
   return t;
 }
 
@@ -60,15 +64,17 @@ class Layer {
   virtual void set_buffer_pool(Workspace* pool) { pool_ = pool; }
 
  protected:
-  // An output or gradient buffer of `shape`: from the pool when there is one (then `own` is dropped, so
-  // the layer holds nothing it does not need), else the layer's own `own`, reused while the shape stays.
-  Tensor buffer(Tensor& own, const Shape& shape) {
+  // An output or gradient buffer of `shape` on `device`: from the pool when there is one (then `own` is
+  // dropped, so the layer holds nothing it does not need), else the layer's own `own`, reused while the
+  // shape stays.
+  Tensor buffer(Tensor& own, const Shape& shape, Device device) {
     if (pool_) {
       own = Tensor();
-      return pool_->acquire(shape);
+      return pool_->acquire(shape, device);
     }
-    return ensure_shape(own, shape);
+    return ensure_shape(own, shape, device);
   }
+  bool allow_tf32() const { return pool_ && pool_->allow_tf32; }
   bool need_dx_ = true;
   Workspace* pool_ = nullptr;
 };

@@ -1,6 +1,7 @@
-// nn/linear.cpp — fully connected layer over cpu::linear_{forward,backward}.
+// nn/linear.cpp — fully connected layer over cpu::linear_{forward,backward} or cuda::linear_* (cuBLAS).
 #include "nn/linear.hpp"
 
+#include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/ops.hpp"
 
@@ -15,17 +16,25 @@ Linear::Linear(ParamBuffer& pb, const std::string& name, int in_features, int ou
 Tensor Linear::forward(const Tensor& x, bool) {
   HT_CHECK(x.ndim() == 2 && x.dim(1) == I_, name_, ": expected input [N, ", I_, "], got ", shape_str(x.shape()));
   x_ = x;
-  ensure_shape(y_, {x.dim(0), O_});
-  cpu::linear_forward(y_.data(), x.data(), pb_->param(w_).data(), pb_->param(b_).data(), int(x.dim(0)), I_, O_);
+  ensure_shape(y_, {x.dim(0), O_}, x.device());
+  const float *w = pb_->param(w_).data(), *b = pb_->param(b_).data();
+  if (x.device() == Device::CUDA)
+    cuda::linear_forward(y_.data(), x.data(), w, b, int(x.dim(0)), I_, O_, nullptr, allow_tf32());
+  else
+    cpu::linear_forward(y_.data(), x.data(), w, b, int(x.dim(0)), I_, O_);
   return y_;
 }
 
 Tensor Linear::backward(const Tensor& dy) {
   HT_CHECK(dy.shape() == y_.shape(), name_, ": gradient ", shape_str(dy.shape()), " does not match output ",
            shape_str(y_.shape()));
-  float* dx = need_dx_ ? ensure_shape(dx_, x_.shape()).data() : nullptr;
-  cpu::linear_backward(dx, pb_->grad(w_).data(), pb_->grad(b_).data(), dy.data(), x_.data(), pb_->param(w_).data(),
-                       int(x_.dim(0)), I_, O_);
+  float* dx = need_dx_ ? ensure_shape(dx_, x_.shape(), x_.device()).data() : nullptr;
+  float *dw = pb_->grad(w_).data(), *db = pb_->grad(b_).data();
+  if (x_.device() == Device::CUDA)
+    cuda::linear_backward(dx, dw, db, dy.data(), x_.data(), pb_->param(w_).data(), int(x_.dim(0)), I_, O_, nullptr,
+                          allow_tf32());
+  else
+    cpu::linear_backward(dx, dw, db, dy.data(), x_.data(), pb_->param(w_).data(), int(x_.dim(0)), I_, O_);
   return need_dx_ ? dx_ : Tensor();
 }
 

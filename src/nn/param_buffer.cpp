@@ -42,32 +42,41 @@ void ParamBuffer::finalize() {
 }
 
 void ParamBuffer::reset_states() {
+  Tensor host = states_.device() == Device::CPU ? states_ : Tensor({state_count_});
   for (size_t i = 0; i < state_specs_.size(); ++i) {
     const ParamSpec& s = state_specs_[i];
-    float* p = states_.data() + s.offset;
+    float* p = host.data() + s.offset;
     for (int64_t j = 0; j < s.numel(); ++j) p[j] = state_init_[i];
   }
+  if (host.data() != states_.data()) states_.copy_from(host);
+}
+
+void ParamBuffer::to(Device device) {
+  HT_CHECK(finalized_, "ParamBuffer: to() before finalize()");
+  values_ = values_.to(device);
+  grads_ = grads_.to(device);
+  states_ = states_.to(device);
 }
 
 Tensor ParamBuffer::param(int index) const {
   HT_CHECK(finalized_, "ParamBuffer: param() before finalize()");
   HT_CHECK(index >= 0 && index < static_cast<int>(specs_.size()), "ParamBuffer: no parameter #", index);
   const ParamSpec& s = specs_[index];
-  return Tensor::view_of(values_.data() + s.offset, s.shape);
+  return Tensor::view_of(values_.data() + s.offset, s.shape, values_.device());
 }
 
 Tensor ParamBuffer::grad(int index) const {
   HT_CHECK(finalized_, "ParamBuffer: grad() before finalize()");
   HT_CHECK(index >= 0 && index < static_cast<int>(specs_.size()), "ParamBuffer: no parameter #", index);
   const ParamSpec& s = specs_[index];
-  return Tensor::view_of(grads_.data() + s.offset, s.shape);
+  return Tensor::view_of(grads_.data() + s.offset, s.shape, grads_.device());
 }
 
 Tensor ParamBuffer::state(int index) const {
   HT_CHECK(finalized_, "ParamBuffer: state() before finalize()");
   HT_CHECK(index >= 0 && index < static_cast<int>(state_specs_.size()), "ParamBuffer: no state #", index);
   const ParamSpec& s = state_specs_[index];
-  return Tensor::view_of(states_.data() + s.offset, s.shape);
+  return Tensor::view_of(states_.data() + s.offset, s.shape, states_.device());
 }
 
 int ParamBuffer::find(const std::string& name) const {

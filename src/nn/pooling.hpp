@@ -18,7 +18,8 @@ class MaxPool2d : public Layer {
  private:
   int kernel_, stride_, pad_;
   Shape in_shape_;
-  std::vector<int32_t> argmax_;
+  std::vector<int32_t> argmax_;  // CPU: where each maximum came from
+  Tensor x_, out_;               // GPU: cuDNN's backward re-finds the maxima from the forward's input and output
   Shape y_shape_;
   Tensor y_, dx_;  // own buffers when there is no pool
 };

@@ -1,14 +1,18 @@
-// nn/relu.cpp
+// nn/relu.cpp — ReLU over cpu::relu_* or cuda::relu_* (cuDNN).
 #include "nn/relu.hpp"
 
+#include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/ops.hpp"
 
 namespace hetrain::nn {
 
 Tensor ReLU::forward(const Tensor& x, bool) {
-  y_ = buffer(y_, x.shape());
-  cpu::relu_forward(y_.data(), x.data(), x.numel());
+  y_ = buffer(y_, x.shape(), x.device());
+  if (x.device() == Device::CUDA)
+    cuda::relu_forward(y_.data(), x.data(), x.numel(), nullptr);
+  else
+    cpu::relu_forward(y_.data(), x.data(), x.numel());
   return y_;
 }
 
@@ -18,8 +22,11 @@ Tensor ReLU::backward(const Tensor& dy) {
            shape_str(y_.shape()));
   Tensor dx;
   if (need_dx_) {
-    dx = buffer(dx_, dy.shape());
-    cpu::relu_backward(dx.data(), dy.data(), y_.data(), dy.numel());
+    dx = buffer(dx_, dy.shape(), dy.device());
+    if (dy.device() == Device::CUDA)
+      cuda::relu_backward(dx.data(), dy.data(), y_.data(), dy.numel(), nullptr);
+    else
+      cpu::relu_backward(dx.data(), dy.data(), y_.data(), dy.numel());
   }
   if (pool_) y_ = Tensor();  // pooled: free for reuse; own buffer: kept for the next forward
   return dx;

@@ -2,6 +2,7 @@
 // gradient through both paths and sums them.
 #include "nn/residual.hpp"
 
+#include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/ops.hpp"
 #include "nn/batchnorm2d.hpp"
@@ -28,7 +29,12 @@ Tensor ResidualBlock::forward(const Tensor& x, bool training) {
   Tensor s = shortcut_.empty() ? x : shortcut_.forward(x, training);
   HT_CHECK(m.shape() == s.shape(), "residual block: main path ", shape_str(m.shape()), " and shortcut ",
            shape_str(s.shape()), " differ");
-  y_ = buffer(y_, m.shape());
+  y_ = buffer(y_, m.shape(), m.device());
+  if (m.device() == Device::CUDA) {  // two kernels, the second in place
+    cuda::add_forward(y_.data(), m.data(), s.data(), m.numel(), nullptr);
+    cuda::relu_forward(y_.data(), y_.data(), m.numel(), nullptr);
+    return y_;
+  }
   // relu(m + s) in one pass (no aliasing of the ops' in/out arguments).
   float* y = y_.data();
   const float* a = m.data();
@@ -47,14 +53,21 @@ Tensor ResidualBlock::backward(const Tensor& dy) {
   HT_CHECK(dy.shape() == y_.shape(), "residual block: gradient ", shape_str(dy.shape()), " does not match output ",
            shape_str(y_.shape()));
   // d(sum) = dy·[y > 0], shared by both paths.
-  Tensor dsum = buffer(dmain_, dy.shape());
-  cpu::relu_backward(dsum.data(), dy.data(), y_.data(), dy.numel());
+  const bool gpu = dy.device() == Device::CUDA;
+  Tensor dsum = buffer(dmain_, dy.shape(), dy.device());
+  if (gpu)
+    cuda::relu_backward(dsum.data(), dy.data(), y_.data(), dy.numel(), nullptr);
+  else
+    cpu::relu_backward(dsum.data(), dy.data(), y_.data(), dy.numel());
   if (pool_) y_ = Tensor();  // pooled: free for reuse by the gradients below
   Tensor dx_main = main_.backward(dsum);
   Tensor dx_short = shortcut_.empty() ? dsum : shortcut_.backward(dsum);
   if (!need_dx_) return Tensor();
-  Tensor dx = buffer(dx_, dx_main.shape());
-  cpu::add_forward(dx.data(), dx_main.data(), dx_short.data(), dx.numel());
+  Tensor dx = buffer(dx_, dx_main.shape(), dy.device());
+  if (gpu)
+    cuda::add_forward(dx.data(), dx_main.data(), dx_short.data(), dx.numel(), nullptr);
+  else
+    cpu::add_forward(dx.data(), dx_main.data(), dx_short.data(), dx.numel());
   return dx;
 }
 

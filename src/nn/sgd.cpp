@@ -1,4 +1,5 @@
 // nn/sgd.cpp — PyTorch's SGD (momentum, Nesterov, coupled weight decay) on the flat buffers.
+#include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/optim.hpp"
 
@@ -24,6 +25,7 @@ Sgd::Sgd(const nn::ParamBuffer& params, const SgdConfig& config) : config_(confi
 void Sgd::step(nn::ParamBuffer& params, float lr) {
   HT_CHECK(params.count() == velocity_.numel(), "sgd: parameter buffer has ", params.count(),
            " values, the optimizer was built for ", velocity_.numel());
+  if (params.device() == Device::CUDA) return step_on_gpu(params, lr);
   float* p = params.values().data();
   const float* g = params.grads().data();
   float* v = velocity_.data();
@@ -49,6 +51,22 @@ void Sgd::step(nn::ParamBuffer& params, float lr) {
       p[i] -= lr * v[i];
     }
   }
+}
+
+void Sgd::step_on_gpu(nn::ParamBuffer& params, float lr) {
+  if (velocity_.device() != Device::CUDA) velocity_ = velocity_.to(Device::CUDA);
+  if (!decay_mask_device_.defined()) {
+    Tensor host = Tensor::view_of(decay_mask_.data(), {int64_t(decay_mask_.size())});
+    decay_mask_device_ = host.to(Device::CUDA);
+  }
+  cuda::SgdStep s;
+  s.lr = lr;
+  s.momentum = config_.momentum;
+  s.nesterov = config_.nesterov;
+  s.weight_decay = 1.0f;  // the mask holds each element's factor (wd or 0)
+  s.grad_scale = 1.0f;    // the reduction already weighted the gradients
+  cuda::sgd_update(params.values().data(), velocity_.data(), params.grads().data(), decay_mask_device_.data(),
+                   params.count(), s, nullptr);
 }
 
 }  // namespace hetrain::optim

@@ -6,16 +6,17 @@
 
 namespace hetrain::nn {
 
-Tensor Workspace::acquire(const Shape& shape) {
+Tensor Workspace::acquire(const Shape& shape, Device device) {
   const int64_t n = shape_numel(shape);
   HT_CHECK(n >= 0, "workspace: bad shape ", shape_str(shape));
   // Best fit among free buffers. The requests repeat step after step, so after the first step or two the
   // pool stops growing and every request is served without allocating (or zero-filling) memory.
   Tensor* best = nullptr;
   for (Tensor& t : pool_)
-    if (!t.storage_shared() && t.numel() >= n && (!best || t.numel() < best->numel())) best = &t;
+    if (t.device() == device && !t.storage_shared() && t.numel() >= n && (!best || t.numel() < best->numel()))
+      best = &t;
   if (!best) {
-    pool_.emplace_back(Shape{std::max<int64_t>(n, 1)});
+    pool_.emplace_back(Shape{std::max<int64_t>(n, 1)}, device);
     best = &pool_.back();
   }
   return best->slice0(0, n).reshape(shape);

@@ -122,6 +122,8 @@ class ZooModel : public Model {
                  x.dim(3) == c.width,
              c.name, ": expected input [N, ", c.in_channels, ", ", c.height, ", ", c.width, "] with N >= 1, got ",
              shape_str(x.shape()));
+    HT_CHECK(x.device() == device(), c.name, ": input on ", device_name(x.device()), ", model on ",
+             device_name(device()));
     forward_batch_ = x.dim(0);
     return net_.forward(x, training);
   }
@@ -135,6 +137,14 @@ class ZooModel : public Model {
   }
 
   bool has_batch_coupling() const override { return net_.has_batch_coupling(); }
+
+  void to(Device device, bool allow_tf32) override {
+    params_.to(device);
+    ws_.release_all();  // pooled buffers of the old device
+    ws_.allow_tf32 = allow_tf32;
+  }
+
+  int64_t pooled_floats() const override { return ws_.pooled_floats(); }
 
  private:
   Workspace ws_;  // declared before net_: layers hold a pointer to it

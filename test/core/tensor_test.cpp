@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/tensor.hpp"
 
@@ -34,6 +35,32 @@ TEST(Tensor, CloneIsDeep) {
   Tensor c = t.clone();
   t[0] = 0.0f;
   EXPECT_EQ(c[0], 2.0f);
+}
+
+TEST(Tensor, ToAndCopyFromOnTheCpu) {
+  Tensor t({2, 2});
+  t.fill(3.0f);
+  Tensor same = t.to(Device::CPU);
+  EXPECT_EQ(same.data(), t.data());  // already there: the same handle, no copy
+  Tensor other({4});
+  other.copy_from(t);
+  EXPECT_EQ(other[3], 3.0f);
+  other.zero();
+  EXPECT_EQ(other[3], 0.0f);
+  EXPECT_THROW(other.copy_from(Tensor({3})), Error);
+}
+
+// Where no GPU answers (always in CI), asking for device memory is a clear error, not a crash.
+TEST(Tensor, CudaTensorWithoutAGpuIsAnError) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU is present: covered by test_gpu";
+  try {
+    Tensor t({4}, Device::CUDA);
+    FAIL() << "allocating device memory without a GPU must throw";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(what.find("without CUDA") != std::string::npos || what.find("cudaMalloc") != std::string::npos)
+        << what;
+  }
 }
 
 TEST(Error, CarriesLocationAndMessage) {
