@@ -6,7 +6,7 @@
 #   make demo       install what is missing, pack Fashion-MNIST, train on it
 #   make bench      benchmarks that print comparisons (never fail on time)
 #   make gpu-check  GPU op tests + GPU benchmark lines, results in build/gpu-check (OUT=dir to change)
-#   make gpu-bundle test_gpu + the shared libraries it needs, for a bare GPU machine (DEST=dir)
+#   make gpu-bundle test_gpu + bench_train_step + the shared libraries they need, for a bare GPU machine (DEST=dir)
 #
 # Switches (plain variables):
 #   CUDA=auto|0|1   build the CUDA backend: auto = when nvcc is found (default)
@@ -226,12 +226,12 @@ demo:
 	@scripts/demo.sh
 
 # GPU checks: the op parity tests (+ benchmarks when built) with results under $(OUT) (default build/gpu-check).
-gpu-check: $(BIN)/test_gpu
+gpu-check: $(BIN)/test_gpu $(BIN)/bench_train_step
 	@scripts/gpu-check.sh $(or $(OUT),build/gpu-check)
 
-# A folder that carries test_gpu and the shared libraries it needs to a bare GPU machine.
+# A folder that carries test_gpu, the step benchmark and the shared libraries they need to a bare GPU machine.
 gpu-bundle:
-	@$(MAKE) --no-print-directory CUDA=1 $(BIN)/test_gpu
+	@$(MAKE) --no-print-directory CUDA=1 $(BIN)/test_gpu $(BIN)/bench_train_step
 	@scripts/gpu-bundle.sh $(or $(DEST),build/gpu-bundle)
 
 bench: check-deps

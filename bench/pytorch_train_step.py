@@ -10,7 +10,15 @@ One step = zero_grad, forward, cross-entropy, backward, SGD (momentum 0.9, weigh
 random batch. Warm-up steps are untimed. Prints one key=value line, like bench_train_step.
 
 Usage: pytorch_train_step.py --model resnet20 --size 32 --batch 128 --threads 1 --warmup 2 --steps 5
-Exits 3 with a line starting "SKIP" when torch cannot be imported.
+                             [--device cpu|cuda] [--tf32 0|1]
+--device cuda: model and the fixed batch on GPU 0, fp32, NCHW (contiguous) memory format;
+torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32 both set from --tf32;
+cudnn.benchmark on (cuDNN algorithms measured per shape, as hetrain's cudnnFind* choice); the clock is read
+after torch.cuda.synchronize(). The line then also has device=cuda tf32=0|1, dev_mem_mb (the drop in the
+GPU's free memory from before the model was moved to after the timed steps, the same measure as
+bench_train_step's) and gpu=NAME (spaces as '_'), last.
+Exits 3 with a line starting "SKIP" when torch cannot be imported, or with --device cuda when torch sees
+no CUDA device.
 """
 import argparse
 import resource
@@ -168,17 +176,35 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--max-seconds", type=float, default=0, help="stop timing after the step that crosses this")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--tf32", type=int, choices=(0, 1), default=0, help="cuda: allow TF32 in cuDNN and matmul")
     a = p.parse_args()
+
+    cuda = a.device == "cuda"
+    if cuda:
+        if not torch.cuda.is_available():
+            built = torch.version.cuda or "none (CPU-only build)"
+            print(f"SKIP: torch {torch.__version__} sees no CUDA device (torch CUDA: {built}, "
+                  f"device count {torch.cuda.device_count()})")
+            sys.exit(3)
+        torch.backends.cudnn.allow_tf32 = bool(a.tf32)
+        torch.backends.cuda.matmul.allow_tf32 = bool(a.tf32)
+        torch.backends.cudnn.benchmark = True
+        torch.cuda.set_device(0)
+        free_before = torch.cuda.mem_get_info(0)[0]
+    dev = torch.device(a.device)
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     model = make_model(a.model, a.channels, a.classes, a.size)
+    model = model.to(device=dev, dtype=torch.float32, memory_format=torch.contiguous_format)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     loss_fn = nn.CrossEntropyLoss()
-    x = torch.randn(a.batch, a.channels, a.size, a.size)
-    y = torch.randint(0, a.classes, (a.batch,))
+    x = torch.randn(a.batch, a.channels, a.size, a.size).to(dev).contiguous()  # NCHW, uploaded once
+    y = torch.randint(0, a.classes, (a.batch,)).to(dev)
     params = sum(t.numel() for t in model.parameters())
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
 
     def step():
         opt.zero_grad(set_to_none=False)
@@ -189,6 +215,7 @@ def main():
 
     for _ in range(a.warmup):
         step()
+    sync()
     t0 = time.perf_counter()
     done = 0
     while done < a.steps:
@@ -196,10 +223,16 @@ def main():
         done += 1
         if a.max_seconds > 0 and time.perf_counter() - t0 > a.max_seconds:
             break
+    sync()
     seconds = time.perf_counter() - t0
+    extra = ""
+    if cuda:
+        dev_mem_mb = max(0, free_before - torch.cuda.mem_get_info(0)[0]) / 2**20
+        gpu = torch.cuda.get_device_name(0).replace(" ", "_").replace("=", "_")
+        extra = f" device=cuda tf32={a.tf32} dev_mem_mb={dev_mem_mb:.0f} gpu={gpu}"
     print(f"impl=pytorch-{torch.__version__} model={a.model} size={a.size} batch={a.batch} threads={a.threads} "
           f"steps={done} params={params} seconds={seconds:.4f} samples_per_s={a.batch * done / seconds:.3f} "
-          f"peak_mb={peak_rss_mib():.1f} loss={loss:.4f}")
+          f"peak_mb={peak_rss_mib():.1f} loss={loss:.4f}{extra}")
 
 
 if __name__ == "__main__":

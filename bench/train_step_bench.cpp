@@ -6,17 +6,27 @@
 // Run one configuration per process so that the peak resident memory (VmHWM) belongs to it alone.
 //
 //   bench_train_step --model resnet20 --size 32 --batch 128 --threads 1 --warmup 2 --steps 5 [--max-seconds S]
-// Prints one line of key=value pairs that bench/run.sh collects into its table.
+//                    [--device cpu|cuda] [--tf32 0|1]
+// Prints one line of key=value pairs that bench/run.sh (CPU) and scripts/gpu-check.sh (CUDA) collect.
+// --device cuda: the model on GPU 0 (cuDNN/cuBLAS/our kernels on the legacy default stream), the batch
+// uploaded once, the loss through cuda::softmax_xent_*; the clock is read after cuda::device_synchronize()
+// so the timed region holds finished GPU work. The line then also has device=cuda tf32=0|1, dev_mem_mb (the
+// drop in the GPU's free memory from before the model was moved to after the timed steps: parameters,
+// optimizer state, activations, cuDNN workspaces; not a true peak) and gpu=NAME (spaces as '_'), last.
+// Without a GPU it prints one line "SKIP: no CUDA device: ..." and exits 3.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/nn.hpp"
 #include "hetrain/ops.hpp"
@@ -29,7 +39,11 @@ struct Options {
   std::string model = "resnet20";
   int channels = 3, size = 32, classes = 10, batch = 128, threads = 1, warmup = 2, steps = 5;
   double max_seconds = 0;  // > 0: stop timing after the step that crosses this (at least one step)
+  std::string device = "cpu";  // cpu | cuda
+  int tf32 = 0;                // cuda: let cuDNN/cuBLAS use TF32 tensor cores
 };
+
+constexpr int kExitSkip = 3;  // --device cuda without a usable GPU (scripts report a skip, not a failure)
 
 // Peak resident set of this process in MiB (Linux: VmHWM in /proc/self/status), -1 if unknown.
 double peak_rss_mib() {
@@ -55,14 +69,18 @@ Options parse(int argc, char** argv) {
     else if (key == "--warmup") o.warmup = std::atoi(v);
     else if (key == "--steps") o.steps = std::atoi(v);
     else if (key == "--max-seconds") o.max_seconds = std::atof(v);
+    else if (key == "--device") o.device = v;
+    else if (key == "--tf32") o.tf32 = std::atoi(v);
     else HT_THROW("bench_train_step: unknown option ", key);
   }
   HT_CHECK(o.batch >= 1 && o.threads >= 1 && o.steps >= 1 && o.warmup >= 0, "bench_train_step: bad sizes");
+  HT_CHECK(o.device == "cpu" || o.device == "cuda", "bench_train_step: --device must be cpu or cuda, got '",
+           o.device, "'");
+  HT_CHECK(o.tf32 == 0 || o.tf32 == 1, "bench_train_step: --tf32 must be 0 or 1, got ", o.tf32);
   return o;
 }
 
-int run(const Options& o) {
-  hetrain::set_num_threads(o.threads);
+std::unique_ptr<hetrain::nn::Model> make_model(const Options& o) {
   hetrain::nn::ModelConfig mc;
   mc.name = o.model;
   mc.in_channels = o.channels;
@@ -70,28 +88,30 @@ int run(const Options& o) {
   mc.num_classes = o.classes;
   auto model = hetrain::nn::Model::create(mc);
   model->init(1);
-  hetrain::optim::Sgd sgd(model->params(), hetrain::optim::SgdConfig{});
+  return model;
+}
 
-  // Random inputs ~ N(0,1) and uniform labels, fixed seed; the same batch every step (no data path here).
-  const int N = o.batch, K = o.classes;
-  hetrain::Tensor x({N, o.channels, o.size, o.size});
+// Random inputs ~ N(0,1) [N, C, S, S] and uniform labels, fixed seed; the same batch every step (no data
+// path here).
+struct Batch {
+  hetrain::Tensor x;
+  std::vector<int32_t> labels;
+};
+Batch random_batch(const Options& o) {
+  Batch b{hetrain::Tensor({o.batch, o.channels, o.size, o.size}), std::vector<int32_t>(size_t(o.batch))};
   std::mt19937 gen(42);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (int64_t i = 0; i < x.numel(); ++i) x[i] = normal(gen);
-  std::vector<int32_t> labels(N);
-  for (auto& l : labels) l = int32_t(gen() % uint32_t(K));
-  hetrain::Tensor probs({N, K}), dlogits({N, K});
+  for (int64_t i = 0; i < b.x.numel(); ++i) b.x[i] = normal(gen);
+  for (auto& l : b.labels) l = int32_t(gen() % uint32_t(o.classes));
+  return b;
+}
 
-  float loss = 0;
-  auto step = [&] {
-    model->params().grads().zero();
-    hetrain::Tensor logits = model->forward(x, /*training=*/true);
-    loss = hetrain::cpu::softmax_xent_forward(probs.data(), logits.data(), labels.data(), N, K, 0.0f);
-    hetrain::cpu::softmax_xent_backward(dlogits.data(), probs.data(), labels.data(), N, K, 0.0f, 1.0f / N);
-    model->backward(dlogits);
-    sgd.step(model->params(), 0.01f);
-  };
+// Untimed warm-up, then `steps` timed steps (fewer when max_seconds is crossed). `sync` runs before each
+// clock reading (the GPU path waits for the device there). Returns {steps done, seconds}.
+template <typename Step, typename Sync>
+std::pair<int, double> time_steps(const Options& o, Step step, Sync sync) {
   for (int i = 0; i < o.warmup; ++i) step();
+  sync();
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   int done = 0;
@@ -100,7 +120,28 @@ int run(const Options& o) {
     ++done;
     if (o.max_seconds > 0 && elapsed() > o.max_seconds) break;  // keep a pathological case short
   }
-  const double seconds = elapsed();
+  sync();
+  return {done, elapsed()};
+}
+
+int run_cpu(const Options& o) {
+  hetrain::set_num_threads(o.threads);
+  auto model = make_model(o);
+  hetrain::optim::Sgd sgd(model->params(), hetrain::optim::SgdConfig{});
+  const int N = o.batch, K = o.classes;
+  Batch b = random_batch(o);
+  hetrain::Tensor probs({N, K}), dlogits({N, K});
+
+  float loss = 0;
+  auto step = [&] {
+    model->params().grads().zero();
+    hetrain::Tensor logits = model->forward(b.x, /*training=*/true);
+    loss = hetrain::cpu::softmax_xent_forward(probs.data(), logits.data(), b.labels.data(), N, K, 0.0f);
+    hetrain::cpu::softmax_xent_backward(dlogits.data(), probs.data(), b.labels.data(), N, K, 0.0f, 1.0f / N);
+    model->backward(dlogits);
+    sgd.step(model->params(), 0.01f);
+  };
+  const auto [done, seconds] = time_steps(o, step, [] {});
 
   std::printf("impl=hetrain model=%s size=%d batch=%d threads=%d steps=%d params=%lld seconds=%.4f "
               "samples_per_s=%.3f peak_mb=%.1f loss=%.4f\n",
@@ -108,6 +149,62 @@ int run(const Options& o) {
               double(N) * done / seconds, peak_rss_mib(), loss);
   return 0;
 }
+
+// The same step on GPU 0. Like pytorch_train_step.py's loss.item(), every step copies its loss to the host,
+// so each step ends with the device idle (the same per-step synchronisation on both sides).
+int run_cuda(const Options& o) {
+  namespace cuda = hetrain::cuda;
+  using hetrain::Device;
+  if (hetrain::cuda_device_count() == 0) {
+    std::printf("SKIP: %s\n", hetrain::cuda_status().c_str());  // "no CUDA device: ..." or "...built without CUDA"
+    std::fflush(stdout);
+    return kExitSkip;
+  }
+  hetrain::set_num_threads(o.threads);  // host-side work (initialisation) only
+  const hetrain::CudaDeviceInfo before = hetrain::cuda_device_info(0);  // also makes GPU 0 current
+  auto model = make_model(o);  // initialised on the host (same seed as the CPU path), then moved
+  model->to(Device::CUDA, o.tf32 == 1);
+  hetrain::optim::Sgd sgd(model->params(), hetrain::optim::SgdConfig{});
+  const int N = o.batch, K = o.classes;
+  Batch host = random_batch(o);
+  const hetrain::Tensor x = host.x.to(Device::CUDA);  // uploaded once
+  cuda::DeviceBuffer<int32_t> labels{size_t(N)};
+  labels.upload(host.labels);
+  // probs [N, K] becomes dlogits in place (softmax_xent_backward allows the alias); row_loss [N].
+  const hetrain::Tensor probs({N, K}, Device::CUDA);
+  cuda::DeviceBuffer<float> row_loss{size_t(N)};
+  std::vector<float> row_loss_host(static_cast<size_t>(N));
+
+  float loss = 0;
+  auto step = [&] {
+    model->params().grads().zero();
+    hetrain::Tensor logits = model->forward(x, /*training=*/true);
+    cuda::softmax_xent_forward(probs.data(), row_loss.data(), logits.data(), labels.data(), N, K, 0.0f, nullptr);
+    cuda::softmax_xent_backward(probs.data(), probs.data(), labels.data(), N, K, 0.0f, 1.0f / N, nullptr);
+    model->backward(probs);
+    sgd.step(model->params(), 0.01f);
+    cuda::copy_to_host(row_loss_host.data(), row_loss.data(), row_loss_host.size() * sizeof(float), nullptr);
+    cuda::device_synchronize();
+    double sum = 0;
+    for (float v : row_loss_host) sum += v;
+    loss = float(sum / N);
+  };
+  const auto [done, seconds] = time_steps(o, step, [] { hetrain::cuda::device_synchronize(); });
+
+  const hetrain::CudaDeviceInfo after = hetrain::cuda_device_info(0);
+  const double dev_mem_mb =
+      before.free_bytes >= after.free_bytes ? double(before.free_bytes - after.free_bytes) / (1024.0 * 1024.0) : 0.0;
+  std::string gpu = after.name;
+  for (char& c : gpu)
+    if (c == ' ' || c == '=') c = '_';  // one token, so key=value parsers read it whole
+  std::printf("impl=hetrain model=%s size=%d batch=%d threads=%d steps=%d params=%lld seconds=%.4f "
+              "samples_per_s=%.3f peak_mb=%.1f loss=%.4f device=cuda tf32=%d dev_mem_mb=%.0f gpu=%s\n",
+              o.model.c_str(), o.size, N, o.threads, done, (long long)model->param_count(), seconds,
+              double(N) * done / seconds, peak_rss_mib(), loss, o.tf32, dev_mem_mb, gpu.c_str());
+  return 0;
+}
+
+int run(const Options& o) { return o.device == "cuda" ? run_cuda(o) : run_cpu(o); }
 
 }  // namespace
 

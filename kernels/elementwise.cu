@@ -1,5 +1,5 @@
-// kernels/elementwise.cu — residual add, gradient accumulation, and the NaN/Inf count.
-// CPU twins: cpu::add_forward, cpu::accumulate (hetrain/ops.hpp); count_nonfinite's twin is in test/gpu.
+// kernels/elementwise.cu — residual add, gradient accumulation, scaling, and the NaN/Inf count.
+// CPU twins: cpu::add_forward, cpu::accumulate (hetrain/ops.hpp); scale's and count_nonfinite's are in test/gpu.
 #include <cstdint>
 
 #include "common.cuh"
@@ -26,6 +26,11 @@ __global__ void accumulate_kernel(float* acc, const float* x, int64_t n) {
     acc[i] += x[i];
 }
 
+__global__ void scale_kernel(float* x, float a, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    x[i] *= a;
+}
+
 // Per-thread counts, reduced per warp, one atomic per warp (integer sums are exact in any order).
 __global__ void count_nonfinite_kernel(unsigned long long* count, const float* x, int64_t n) {
   unsigned long long c = 0;
@@ -50,6 +55,14 @@ void accumulate(float* acc, const float* x, int64_t n, CudaStream stream) {
   HT_CHECK(acc && x, "accumulate: null pointer");
   accumulate_kernel<<<grid_for(n), kBlock, 0, stream>>>(acc, x, n);
   HT_CUDA_CHECK_LAUNCH("accumulate");
+}
+
+void scale(float* x, float a, int64_t n, CudaStream stream) {
+  HT_CHECK(n >= 0, "scale: negative size ", n);
+  if (n == 0) return;
+  HT_CHECK(x, "scale: null pointer");
+  scale_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, a, n);
+  HT_CUDA_CHECK_LAUNCH("scale");
 }
 
 void count_nonfinite(int64_t* count, const float* x, int64_t n, CudaStream stream) {

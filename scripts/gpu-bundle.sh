@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Packs the GPU test binary and the shared libraries it needs into one folder that runs on a bare Linux
-# machine with an NVIDIA GPU (no MPI, HDF5, Boost or package registry there).
+# Packs the GPU test binary, the training-step benchmark and the shared libraries they need into one folder
+# that runs on a bare Linux machine with an NVIDIA GPU (no MPI, HDF5, Boost or package registry there).
 #
 #   scripts/gpu-bundle.sh [DEST]        (default build/gpu-bundle)
 #
@@ -8,17 +8,28 @@
 # DEST/lib/                  every library ldd lists except the C library basics and the CUDA libraries:
 #                            cuDNN, cuBLAS(Lt), NCCL and the CUDA runtime come from LD_LIBRARY_PATH on the GPU
 #                            machine (for instance PyTorch's nvidia/*/lib folders), where the driver matches
+# DEST/bin/bench_train_step  when built (make build/bin/bench_train_step, same configuration): the
+#                            benchmark; it links MPI, HDF5 and Boost (never initialised by it), which ldd
+#                            brings into lib/ like the rest
+# DEST/pytorch_train_step.py the PyTorch side of the benchmark (needs a Python with torch on the GPU machine)
 # DEST/gpu-check.sh          the runner (scripts/gpu-check.sh); it finds lib/ beside itself
-# Bench programs (build/bin/hetrain-bench-gpu*), when they exist, are packed the same way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=${1:-build/gpu-bundle}
 bins=(build/bin/test_gpu)
-for b in build/bin/hetrain-bench-gpu*; do [ -x "$b" ] && bins+=("$b"); done
 [ -x build/bin/test_gpu ] || { echo "gpu-bundle: build/bin/test_gpu is missing: run make CUDA=1 build/bin/test_gpu" >&2; exit 1; }
 if [[ "$(ldd build/bin/test_gpu)" != *libcudart* ]]; then
   echo "gpu-bundle: build/bin/test_gpu is a CPU-only build (no libcudart): rebuild it with CUDA=1" >&2
   exit 1
+fi
+# The benchmark only when it is a CUDA build too (build/bin holds the configuration built last).
+b=build/bin/bench_train_step
+if [ ! -x "$b" ]; then
+  echo "gpu-bundle: note: $b is not built: the bundle's gpu-check will not measure hetrain's step" >&2
+elif [[ "$(ldd "$b")" != *libcudart* ]]; then
+  echo "gpu-bundle: note: $b is a CPU-only build (no libcudart): left out; rebuild it with CUDA=1" >&2
+else
+  bins+=("$b")
 fi
 
 rm -rf "$dest"
@@ -34,11 +45,14 @@ for b in "${bins[@]}"; do
   done
 done
 cp scripts/gpu-check.sh "$dest/gpu-check.sh"
-chmod +x "$dest/gpu-check.sh"
+cp bench/pytorch_train_step.py "$dest/pytorch_train_step.py"
+chmod +x "$dest/gpu-check.sh" "$dest/pytorch_train_step.py"
 {
   echo "hetrain GPU bundle, built $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname)"
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "needs from LD_LIBRARY_PATH: libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2"
+  echo "programs: $(cd "$dest/bin" && echo *)"
+  echo "PyTorch side of the benchmark: pytorch_train_step.py with the first python3 whose torch sees a GPU (HETRAIN_PYTHON to choose)"
   echo "run: ./gpu-check.sh OUTDIR"
 } >"$dest/BUNDLE.txt"
 echo "gpu-bundle: $dest ($(ls "$dest/lib" | wc -l) libraries, $(du -sh "$dest" | cut -f1))"

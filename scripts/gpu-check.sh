@@ -1,32 +1,62 @@
 #!/usr/bin/env bash
-# Runs the GPU tests (and the GPU benchmarks when they are built) and writes the results to a folder.
+# Runs the GPU tests, then a short training-step benchmark next to PyTorch's, and writes the results to a
+# folder. Meant to finish within about 5 minutes (GPU_CHECK_BUDGET_S, default 290 s, bounds the benchmarks).
 #
 #   scripts/gpu-check.sh [OUTDIR]     (default build/gpu-check; in a bundle: ./gpu-check)
 #
-# Works from the repository (build/bin/test_gpu) and from a bundle made by scripts/gpu-bundle.sh (bin/ and
-# lib/ beside this script). cuDNN, cuBLAS, NCCL and the CUDA runtime are taken from LD_LIBRARY_PATH; when a
-# Python with PyTorch's CUDA wheels is found, their nvidia/*/lib folders are appended to it.
-# Writes OUTDIR/summary.txt ("N passed, M failed, K skipped", the device and every RESULT line),
+# Works from the repository (build/bin/test_gpu, build/bin/bench_train_step, bench/pytorch_train_step.py)
+# and from a bundle made by scripts/gpu-bundle.sh (bin/, lib/ and pytorch_train_step.py beside this
+# script). cuDNN, cuBLAS, NCCL and the CUDA runtime are taken from LD_LIBRARY_PATH; when a Python with
+# PyTorch's CUDA wheels is found, their nvidia/*/lib folders are appended to it.
+# Benchmark: resnet50, 224x224, batch 64, 1000 classes, fp32 NCHW, TF32 off then on: hetrain's
+# bench_train_step --device cuda and, with a Python whose torch sees a GPU (HETRAIN_PYTHON, python3, python,
+# /usr/bin/python3: the first that does), pytorch_train_step.py --device cuda, alternating, each under
+# `timeout`. Their times never fail the check.
+# Writes OUTDIR/summary.txt ("N passed, M failed, K skipped", the device, every RESULT line and one line per
+# benchmark configuration: "resnet50 224 b64 tf32=X: hetrain N img/s, PyTorch M img/s, ratio R"),
 # OUTDIR/test_gpu.log, OUTDIR/test_gpu.xml (GoogleTest XML), OUTDIR/results.txt (the figures tests measure,
-# e.g. NcclBench's allreduce bandwidth: they append RESULT lines to $HETRAIN_GPU_RESULTS) and
-# OUTDIR/bench*.log. Exit status: 0 when no test failed.
+# e.g. NcclBench's allreduce bandwidth: they append RESULT lines to $HETRAIN_GPU_RESULTS; then the
+# benchmark lines) and OUTDIR/bench-step.log (the benchmark programs' own output).
+# Exit status: 0 when no test failed.
 set -uo pipefail
+started=$SECONDS
+budget=${GPU_CHECK_BUDGET_S:-290}
+orig_ld_path=${LD_LIBRARY_PATH-}  # Python runs with this: the bundle's lib/ could shadow its own libraries
+export LC_NUMERIC=C               # printf/awk read and write "812.5"
 here=$(cd "$(dirname "$0")" && pwd)
 if [ -x "$here/bin/test_gpu" ]; then      # bundle layout
   root=$here bin=$here/bin
   export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   out=${1:-$here/gpu-check}
+  torch_bench=$here/pytorch_train_step.py
 else                                      # repository layout (scripts/ inside the repository)
   root=$(cd "$here/.." && pwd) bin=$root/build/bin
   out=${1:-$root/build/gpu-check}
+  torch_bench=$root/bench/pytorch_train_step.py
 fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
-# PyTorch's CUDA libraries, where they exist (pip wheels: site-packages/nvidia/<pkg>/lib, cu13/lib).
-for py in python3 python; do
-  command -v "$py" >/dev/null 2>&1 || continue
-  site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null) || continue
+py() { LD_LIBRARY_PATH=$orig_ld_path "$@"; }
+
+# A Python for the PyTorch side: the first candidate whose torch sees a CUDA device, else the first that
+# imports torch at all (its SKIP line then says why PyTorch was not measured).
+torch_py=""
+for cand in ${HETRAIN_PYTHON:-} python3 python /usr/bin/python3; do
+  command -v "$cand" >/dev/null 2>&1 || continue
+  # exit 0: torch sees a GPU; 5: torch without a GPU; anything else: no usable torch
+  py timeout 120 "$cand" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 5)' >/dev/null 2>&1
+  case $? in
+    0) torch_py=$cand; break ;;
+    5) [ -n "$torch_py" ] || torch_py=$cand ;;
+  esac
+done
+
+# PyTorch's CUDA libraries, where they exist (pip wheels: site-packages/nvidia/<pkg>/lib, cu13/lib), from
+# the Python chosen above or else the first one found.
+for cand in $torch_py python3 python; do
+  command -v "$cand" >/dev/null 2>&1 || continue
+  site=$(py "$cand" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null) || continue
   for d in "$site"/nvidia/*/lib "$site"/torch/lib; do
     [ -d "$d" ] && LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
   done
@@ -58,7 +88,7 @@ fi
 export HETRAIN_GPU_RESULTS=$out/results.txt
 : >"$HETRAIN_GPU_RESULTS"
 
-timeout 300 "$bin/test_gpu" --gtest_output="xml:$out/test_gpu.xml" >"$out/test_gpu.log" 2>&1
+timeout "${GPU_CHECK_TEST_TIMEOUT_S:-240}" "$bin/test_gpu" --gtest_output="xml:$out/test_gpu.xml" >"$out/test_gpu.log" 2>&1
 rc=$?
 p=$(grep -E '^\[  PASSED  \] [0-9]+' "$out/test_gpu.log" | grep -oE '[0-9]+' | head -1)
 f=$(grep -E '^\[  FAILED  \] [0-9]+ test' "$out/test_gpu.log" | grep -oE '[0-9]+' | head -1)
@@ -69,15 +99,71 @@ echo "$line" | tee -a "$summary"
 grep -E '^\[  FAILED  \] [A-Za-z]' "$out/test_gpu.log" | sort -u | tee -a "$summary"
 grep -E '^RESULT' "$HETRAIN_GPU_RESULTS" | sed 's/^/  /' | tee -a "$summary"
 
-# Benchmarks (images/s of a resnet50 step, NCCL bus bandwidth) when their programs are built; they never
-# fail the check on time.
-for b in "$bin"/hetrain-bench-gpu*; do
-  [ -x "$b" ] || continue
-  name=$(basename "$b")
-  timeout 240 "$b" >"$out/bench-$name.log" 2>&1
-  echo "$name (exit $?):" >>"$summary"
-  grep -E '^RESULT' "$out/bench-$name.log" | sed 's/^/  /' >>"$summary"
-done
+# ---------------------------------------------------------------- training-step benchmark
+# resnet50 224x224, batch 64, fp32 NCHW; TF32 off, then on. Each configuration runs hetrain, then PyTorch,
+# in their own processes. Steps and caps are small so that the pair of pairs fits the budget.
+step_log=$out/bench-step.log
+: >"$step_log"
+bench_args=(--model resnet50 --size 224 --batch 64 --classes 1000 --device cuda
+            --warmup "${BENCH_WARMUP:-3}" --steps "${BENCH_STEPS:-20}" --max-seconds "${BENCH_MAX_SECONDS:-15}")
+field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2" | head -1; }
+report() { echo "$1" | tee -a "$summary" "$HETRAIN_GPU_RESULTS"; }
+# run_step NAME CMD... : runs one benchmark under timeout (at most 120 s, less when the budget is short);
+# sets $m_line (its key=value line) or $m_why (why there is none).
+run_step() {
+  local name=$1; shift
+  m_line="" m_why=""
+  local left=$((budget - (SECONDS - started)))
+  local cap=$((left < 120 ? left : 120))
+  if [ "$cap" -lt 20 ]; then m_why="the check's time budget (${budget} s) is spent"; return; fi
+  local t0=$SECONDS o rc
+  echo "### $name: $*  (timeout ${cap} s)" >>"$step_log"
+  o=$(timeout "$cap" "$@" 2>&1); rc=$?
+  printf '%s\n### exit %s after %s s\n\n' "$o" "$rc" "$((SECONDS - t0))" >>"$step_log"
+  m_line=$(grep -m1 '^impl=' <<<"$o")
+  if [ $rc -eq 0 ] && [ -n "$m_line" ]; then return; fi
+  m_line=""
+  if [ $rc -eq 3 ] && grep -q '^SKIP' <<<"$o"; then m_why=$(grep -m1 '^SKIP' <<<"$o" | sed 's/^SKIP:* *//')
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then m_why="timed out after ${cap} s"
+  else m_why="failed (exit $rc): $(grep -v '^\s*$' <<<"$o" | tail -1 | cut -c1-200)"; fi
+}
 
-echo "gpu-check: results in $out"
+hetrain_why=""
+if [ ! -x "$bin/bench_train_step" ]; then
+  hetrain_why="$bin/bench_train_step is not built (make build/bin/bench_train_step)"
+else
+  hmissing=$(ldd "$bin/bench_train_step" 2>&1 | grep 'not found' | awk '{print $1}' | tr '\n' ' ')
+  [ -n "$hmissing" ] && hetrain_why="shared libraries not found: ${hmissing% }"
+fi
+torch_why=""
+if [ ! -f "$torch_bench" ]; then torch_why="$torch_bench is missing"
+elif [ -z "$torch_py" ]; then torch_why="no Python here imports torch (set HETRAIN_PYTHON)"
+fi
+for tf32 in 0 1; do
+  label="resnet50 224 b64 tf32=$tf32"
+  h_line="" h_why=$hetrain_why p_line="" p_why=$torch_why
+  if [ -z "$h_why" ]; then
+    run_step "hetrain tf32=$tf32" "$bin/bench_train_step" "${bench_args[@]}" --tf32 "$tf32"
+    h_line=$m_line h_why=$m_why
+  fi
+  if [ -z "$p_why" ]; then
+    run_step "pytorch tf32=$tf32" env LD_LIBRARY_PATH="$orig_ld_path" "$torch_py" "$torch_bench" "${bench_args[@]}" --tf32 "$tf32"
+    p_line=$m_line p_why=$m_why
+  fi
+  h_ips=$(field samples_per_s "$h_line") p_ips=$(field samples_per_s "$p_line")
+  line="$label: "
+  if [ -n "$h_ips" ]; then line+="hetrain $(printf '%.1f' "$h_ips") img/s, "; else line+="hetrain not measured: $h_why, "; fi
+  if [ -n "$p_ips" ]; then line+="PyTorch $(printf '%.1f' "$p_ips") img/s"; else line+="PyTorch not measured: $p_why"; fi
+  if [ -n "$h_ips" ] && [ -n "$p_ips" ]; then
+    line+=", ratio $(awk "BEGIN { printf \"%.2f\", $h_ips / $p_ips }")"
+  fi
+  mem=""
+  [ -n "$h_line" ] && mem+=" hetrain $(field dev_mem_mb "$h_line") MB"
+  [ -n "$p_line" ] && mem+="${mem:+,} PyTorch $(field dev_mem_mb "$p_line") MB"
+  [ -n "$mem" ] && line+=" (GPU memory in use after the steps:$mem)"
+  report "$line"
+done
+[ -n "$h_line$p_line" ] && echo "  (ratio = hetrain / PyTorch, > 1: hetrain faster; PyTorch: $(field impl "${p_line:-impl=-}"), python $torch_py; raw lines in $step_log)" >>"$summary"
+
+echo "gpu-check: results in $out ($((SECONDS - started)) s)"
 [ $rc -eq 0 ]

@@ -22,10 +22,12 @@
 #include "hetrain/ops.hpp"
 
 struct CUstream_st;
+struct CUevent_st;
 
 namespace hetrain {
 
 using CudaStream = CUstream_st*;
+using CudaEvent = CUevent_st*;
 
 // ---------------------------------------------------------------- device queries
 bool cuda_built();         // true when this binary was built with CUDA=1
@@ -58,6 +60,11 @@ CudaStream stream_create();  // non-blocking stream
 void stream_destroy(CudaStream s) noexcept;
 void stream_synchronize(CudaStream s);
 void device_synchronize();
+// Ordering between streams: `wait` runs what is enqueued on it after `e`'s recorded point has run.
+CudaEvent event_create();  // without timing
+void event_destroy(CudaEvent e) noexcept;
+void event_record(CudaEvent e, CudaStream stream);
+void stream_wait_event(CudaStream wait, CudaEvent e);
 
 // Owning device array of n elements of T (uninitialised). Move-only.
 template <typename T>
@@ -109,6 +116,8 @@ void top1_correct(int64_t* count, const float* logits, const int32_t* labels, in
 void add_forward(float* out, const float* a, const float* b, int64_t n, CudaStream stream);
 // acc [n] += x (merging gradient paths)
 void accumulate(float* acc, const float* x, int64_t n, CudaStream stream);
+// x [n] *= a (the b_r/B weight of a rank's gradient before the sum over ranks)
+void scale(float* x, float a, int64_t n, CudaStream stream);
 // *count += number of NaN/±Inf elements of x [n]. count: one device int64 (zero it first).
 void count_nonfinite(int64_t* count, const float* x, int64_t n, CudaStream stream);
 

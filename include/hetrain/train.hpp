@@ -42,7 +42,8 @@ struct TrainConfig {
   float label_smoothing = 0.0f;
   uint64_t seed = 1;
   int threads = 1;
-  std::string device = "auto";
+  std::string device = "auto";     // auto | cpu | cuda (may differ per rank: a job can mix CPU and GPU ranks)
+  bool tf32 = false;                // GPU ranks: TF32 tensor cores in convolutions and dense layers
 
   // distribution and balancing
   std::string balance = "dynamic";  // none | static | dynamic

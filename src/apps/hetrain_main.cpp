@@ -72,7 +72,9 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
       ("label-smoothing", po::value(&c.label_smoothing)->default_value(0.0f), "label smoothing epsilon")
       ("seed", po::value(&c.seed)->default_value(1), "seed of initialisation, sample order and augmentation")
       ("threads", po::value(&c.threads)->default_value(1), "CPU threads per rank")
-      ("device", po::value(&c.device)->default_value("auto"), "auto | cpu | cuda (this version trains on the CPU)");
+      ("device", po::value(&c.device)->default_value("auto"),
+       "auto = the GPU of this rank's node-local rank when one answers, else the CPU (with a notice) | cpu | cuda")
+      ("tf32", po::bool_switch(&c.tf32), "GPU: allow TF32 tensor cores in convolutions and dense layers (FP32 otherwise)");
   po::options_description dist("Distribution and load balancing");
   dist.add_options()
       ("balance", po::value(&c.balance)->default_value("dynamic"),

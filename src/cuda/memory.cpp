@@ -57,4 +57,15 @@ void stream_destroy(CudaStream s) noexcept {
 void stream_synchronize(CudaStream s) { HT_CUDA_CHECK(cudaStreamSynchronize(s)); }
 void device_synchronize() { HT_CUDA_CHECK(cudaDeviceSynchronize()); }
 
+CudaEvent event_create() {
+  cudaEvent_t e = nullptr;
+  HT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return e;
+}
+void event_destroy(CudaEvent e) noexcept {
+  if (e) cudaEventDestroy(e);
+}
+void event_record(CudaEvent e, CudaStream stream) { HT_CUDA_CHECK(cudaEventRecord(e, stream)); }
+void stream_wait_event(CudaStream wait, CudaEvent e) { HT_CUDA_CHECK(cudaStreamWaitEvent(wait, e, 0)); }
+
 }  // namespace hetrain::cuda

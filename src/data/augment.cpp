@@ -1,7 +1,8 @@
 // Augmentation on the CPU: random crop from the image zero-padded by p on each side (the torchvision
 // RandomCrop(padding=p) recipe), horizontal flip with probability 1/2, then normalisation.
 // Sample i of a batch draws its offsets and flip from Rng(aug_seed, i) only, so results do not depend on
-// the thread count or on which thread handled the sample.
+// the thread count or on which thread handled the sample. draw_one() is the only place that draws: the CPU
+// path here and the GPU path (draw_crop_flip → cuda::normalize_crop_flip) apply the same crops and flips.
 #include <algorithm>
 #include <thread>
 #include <vector>
@@ -12,17 +13,27 @@
 
 namespace hetrain::data {
 namespace {
-void augment_one(const uint8_t* in, const DatasetInfo& info, bool augment, const AugmentConfig& aug, Rng rng,
-                 float* out) {
-  const int C = info.channels, H = info.height, W = info.width;
-  int dy = 0, dx = 0;  // source offset of the crop window relative to the unpadded image
+struct CropFlip {
+  int y0 = 0, x0 = 0;  // crop corner in the image zero-padded by crop_pad() on each side
   bool flip = false;
-  if (augment && aug.random_crop) {
-    int p = aug.crop_padding;
-    dy = int(rng.below(2 * p + 1)) - p;
-    dx = int(rng.below(2 * p + 1)) - p;
+};
+
+CropFlip draw_one(bool augment, const AugmentConfig& aug, int pad, uint64_t aug_seed, int64_t i) {
+  Rng rng(aug_seed, uint64_t(i));
+  CropFlip d;
+  if (augment && aug.random_crop) {  // y0 − pad, x0 − pad uniform in [−pad, pad]
+    d.y0 = int(rng.below(2 * pad + 1));
+    d.x0 = int(rng.below(2 * pad + 1));
   }
-  if (augment && aug.hflip) flip = rng.below(2) == 1;
+  if (augment && aug.hflip) d.flip = rng.below(2) == 1;
+  return d;
+}
+
+void augment_one(const uint8_t* in, const DatasetInfo& info, CropFlip d, int pad, float* out) {
+  const int C = info.channels, H = info.height, W = info.width;
+  // Source offset of the crop window relative to the unpadded image.
+  const int dy = d.y0 - pad, dx = d.x0 - pad;
+  const bool flip = d.flip;
   for (int c = 0; c < C; ++c) {
     const float scale = 1.0f / (255.0f * info.std[c]), shift = -info.mean[c] / info.std[c];
     const float pad_value = shift;  // a zero pixel, normalised
@@ -56,15 +67,32 @@ void augment_one(const uint8_t* in, const DatasetInfo& info, bool augment, const
 }
 }  // namespace
 
+int crop_pad(bool augment, const AugmentConfig& aug) {
+  HT_CHECK(aug.crop_padding >= 0, "crop padding must be non-negative, got ", aug.crop_padding);
+  return augment && aug.random_crop ? aug.crop_padding : 0;
+}
+
+std::vector<int32_t> draw_crop_flip(int64_t n, bool augment, const AugmentConfig& aug, uint64_t aug_seed) {
+  const int pad = crop_pad(augment, aug);
+  std::vector<int32_t> out(size_t(std::max<int64_t>(n, 0)) * 3);
+  for (int64_t i = 0; i < n; ++i) {
+    const CropFlip d = draw_one(augment, aug, pad, aug_seed, i);
+    out[3 * i] = d.y0;
+    out[3 * i + 1] = d.x0;
+    out[3 * i + 2] = d.flip ? 1 : 0;
+  }
+  return out;
+}
+
 void augment_batch(const uint8_t* images, int64_t n, const DatasetInfo& info, bool augment,
                    const AugmentConfig& aug, uint64_t aug_seed, float* out, int threads) {
-  HT_CHECK(aug.crop_padding >= 0, "crop padding must be non-negative, got ", aug.crop_padding);
   HT_CHECK(int(info.mean.size()) == info.channels && int(info.std.size()) == info.channels,
            "dataset mean/std do not match its ", info.channels, " channels");
+  const int pad = crop_pad(augment, aug);
   const int64_t sb = info.sample_bytes();
   auto work = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
-      augment_one(images + i * sb, info, augment, aug, Rng(aug_seed, uint64_t(i)), out + i * sb);
+      augment_one(images + i * sb, info, draw_one(augment, aug, pad, aug_seed, i), pad, out + i * sb);
   };
   int t = int(std::max<int64_t>(1, std::min<int64_t>(threads, n)));
   if (t == 1) return work(0, n);

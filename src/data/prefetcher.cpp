@@ -1,7 +1,8 @@
 // Prefetcher: two pipeline stages on their own threads. The reader thread reads submitted batches (uint8)
 // in order, at most `depth` batches ahead of next(); the augmentation thread converts each read batch to a
-// normalised float tensor. So reading batch k+1 overlaps converting batch k, and both overlap the
-// trainer's compute. Errors are stored with their batch and rethrown by next().
+// normalised float tensor (or, Raw form, only draws its crops and flips for the device to apply). So reading
+// batch k+1 overlaps converting batch k, and both overlap the trainer's compute. Errors are stored with their
+// batch and rethrown by next().
 #include <algorithm>
 #include <chrono>
 
@@ -28,12 +29,14 @@ Prefetcher::~Prefetcher() {
   augmenter_.join();
 }
 
-void Prefetcher::submit(std::vector<int64_t> indices, bool augment, const AugmentConfig& aug, uint64_t aug_seed) {
+void Prefetcher::submit(std::vector<int64_t> indices, bool augment, const AugmentConfig& aug, uint64_t aug_seed,
+                        BatchForm form) {
   auto job = std::make_shared<Job>();
   job->indices = std::move(indices);
   job->augment = augment;
   job->aug = aug;
   job->seed = aug_seed;
+  job->form = form;
   {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_.push_back(std::move(job));
@@ -102,9 +105,17 @@ void Prefetcher::augment_loop() {
       try {
         const DatasetInfo& info = ds_.info();
         const int64_t n = int64_t(job->indices.size());
-        job->result.images = batch_tensor({n, info.channels, info.height, info.width});
-        augment_batch(job->raw.data(), n, info, job->augment, job->aug, job->seed, job->result.images.data(),
-                      threads_);
+        if (job->form == BatchForm::Raw) {
+          // Hand the read buffer over (no copy); the reader allocates a new one for a later batch.
+          job->result.raw = std::move(job->raw);
+          job->result.raw.resize(size_t(n) * size_t(info.sample_bytes()));  // pool buffers may be larger
+          job->result.crop_flip = draw_crop_flip(n, job->augment, job->aug, job->seed);
+          job->result.crop_pad = crop_pad(job->augment, job->aug);
+        } else {
+          job->result.images = batch_tensor({n, info.channels, info.height, info.width});
+          augment_batch(job->raw.data(), n, info, job->augment, job->aug, job->seed, job->result.images.data(),
+                        threads_);
+        }
         job->result.indices = job->indices;
       } catch (...) {
         job->error = std::current_exception();
@@ -112,7 +123,7 @@ void Prefetcher::augment_loop() {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      raw_pool_.push_back(std::move(job->raw));
+      if (job->raw.capacity() > 0) raw_pool_.push_back(std::move(job->raw));  // empty once handed over
       job->done = true;
       ++next_to_augment_;
     }

@@ -19,7 +19,9 @@ class Linear : public Layer {
   std::string name_;
   int I_, O_;
   int w_, b_;
-  Tensor x_, y_, dx_;
+  Tensor x_;          // kept for backward
+  Shape y_shape_;
+  Tensor y_, dx_;     // own buffers when there is no pool
 };
 
 }  // namespace hetrain::nn

@@ -17,8 +17,8 @@ class DatasetSource : public BatchSource {
         prefetcher_(*dataset_, options.prefetch_depth, options.threads),
         augment_(options.augment) {}
   const data::DatasetInfo& info() const override { return dataset_->info(); }
-  void submit(std::vector<int64_t> indices, bool augment, uint64_t aug_seed) override {
-    prefetcher_.submit(std::move(indices), augment, augment_, aug_seed);
+  void submit(std::vector<int64_t> indices, bool augment, uint64_t aug_seed, data::BatchForm form) override {
+    prefetcher_.submit(std::move(indices), augment, augment_, aug_seed, form);
   }
   data::Batch next() override { return prefetcher_.next(); }
   void enable_node_cache(MPI_Comm node_comm) override { dataset_->enable_node_cache(node_comm); }
@@ -50,8 +50,8 @@ class SyntheticSource : public BatchSource {
   }
   const data::DatasetInfo& info() const override { return info_; }
 
-  void submit(std::vector<int64_t> indices, bool augment, uint64_t aug_seed) override {
-    queue_.push_back({std::move(indices), augment, aug_seed});
+  void submit(std::vector<int64_t> indices, bool augment, uint64_t aug_seed, data::BatchForm form) override {
+    queue_.push_back({std::move(indices), augment, aug_seed, form});
   }
 
   data::Batch next() override {
@@ -67,8 +67,15 @@ class SyntheticSource : public BatchSource {
                " out of range");
       generator_->get(first_ + req.indices[i], images.data() + i * bytes, &batch.labels[i]);
     }
-    batch.images = Tensor({n, info_.channels, info_.height, info_.width});
-    data::augment_batch(images.data(), n, info_, req.augment, augment_, req.seed, batch.images.data(), threads_);
+    if (req.form == data::BatchForm::Raw) {
+      batch.raw = std::move(images);
+      batch.crop_flip = data::draw_crop_flip(n, req.augment, augment_, req.seed);
+      batch.crop_pad = data::crop_pad(req.augment, augment_);
+    } else {
+      batch.images = Tensor({n, info_.channels, info_.height, info_.width});
+      data::augment_batch(images.data(), n, info_, req.augment, augment_, req.seed, batch.images.data(),
+                          threads_);
+    }
     batch.indices = std::move(req.indices);
     return batch;
   }
@@ -78,6 +85,7 @@ class SyntheticSource : public BatchSource {
     std::vector<int64_t> indices;
     bool augment;
     uint64_t seed;
+    data::BatchForm form;
   };
 
   // Per-channel mean/std for normalisation, from the first samples (a packed file stores exact values).

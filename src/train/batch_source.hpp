@@ -1,6 +1,7 @@
 // Where the trainer's local batches come from: an HDF5 dataset through the prefetcher, or in-memory
-// synthetic samples (`hetrain train --synthetic N`). Both hand back normalised float batches in the order
-// their requests were submitted, so the loop can queue requests a few steps ahead.
+// synthetic samples (`hetrain train --synthetic N`). Both hand back batches in the order their requests were
+// submitted, so the loop can queue requests a few steps ahead: normalised floats (data::BatchForm::Float), or
+// uint8 plus the crops/flips to apply on the device (data::BatchForm::Raw, GPU ranks).
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,9 @@ class BatchSource {
   virtual ~BatchSource() = default;
   virtual const data::DatasetInfo& info() const = 0;
   // Queue the samples of one local batch (may be empty: a rank with b_r = 0 still steps).
-  virtual void submit(std::vector<int64_t> indices, bool augment, uint64_t aug_seed) = 0;
+  // The default argument lives here only: callers go through BatchSource.
+  virtual void submit(std::vector<int64_t> indices, bool augment, uint64_t aug_seed,
+                      data::BatchForm form = data::BatchForm::Float) = 0;
   virtual data::Batch next() = 0;
   // Collective over node_comm: keep the data in memory once per node. A no-op for in-memory sources.
   virtual void enable_node_cache(MPI_Comm node_comm) {}

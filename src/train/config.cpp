@@ -20,7 +20,7 @@ std::string TrainConfig::canonical() const {
      << "\nwarmup_epochs=" << warmup_epochs << "\nschedule=" << schedule << "\nmilestones=" << list(milestones)
      << "\ngamma=" << gamma << "\nmomentum=" << momentum << "\nnesterov=" << nesterov
      << "\nweight_decay=" << weight_decay << "\ndecay_bn_and_bias=" << decay_bn_and_bias
-     << "\nlabel_smoothing=" << label_smoothing << "\nseed=" << seed << "\nbalance=" << balance
+     << "\nlabel_smoothing=" << label_smoothing << "\ntf32=" << tf32 << "\nseed=" << seed << "\nbalance=" << balance
      << "\nrebalance_every=" << rebalance_every << "\nmax_local_batch=" << max_local_batch
      << "\nemulate_speed=" << emulate_speed << "\nemulate_schedule=" << emulate_schedule
      << "\nsplit=" << fixed_split << "\ndebug_consistency=" << debug_consistency << "\n";

@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <sstream>
 
@@ -33,25 +34,30 @@ std::vector<int64_t> parse_int_list(const std::string& text, const char* option)
 
 namespace {
 
-// What --device means in this version: the CUDA ops, kernels and NCCL communicator exist (src/cuda, tested
-// by build/bin/test_gpu on a GPU machine) but the training loop runs on the CPU. So `cuda` is refused with
-// the reason, and `auto` says in one line why it uses the CPU.
-std::string resolve_device(const std::string& requested, int threads, const dist::World& world) {
+std::string gib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", double(bytes) / double(size_t(1) << 30));
+  return buf;
+}
+
+// --device: `cpu`; `cuda` = the GPU of this rank's node-local rank, an error without one; `auto` = that GPU
+// when one answers, else the CPU (rank 0 says why in one line; other ranks show it in the rank table).
+void resolve_device(const std::string& requested, int threads, const dist::World& world, Setup& s) {
   const std::string cpu = "cpu (" + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
-  const int gpus = cuda_device_count();
-  if (requested == "cuda") {
-    HT_CHECK(gpus > 0, "--device cuda: ", cuda_status(), "; use --device cpu or auto");
-    HT_THROW("--device cuda: this version of hetrain trains on the CPU only (the CUDA backend's ops are not "
-             "wired into the training loop yet); use --device cpu or auto");
-  }
-  if (requested == "auto" && world.rank() == 0) {
-    if (gpus > 0)
-      std::printf("device: %s found, but this version trains on the CPU (GPU training is not wired yet)\n",
-                  cuda_status().c_str());
-    else if (cuda_built())
+  const int gpus = requested == "cpu" ? 0 : cuda_device_count();
+  if (requested == "cuda") HT_CHECK(gpus > 0, "--device cuda: ", cuda_status(), "; use --device cpu or auto");
+  if (gpus == 0) {
+    if (requested == "auto" && world.rank() == 0 && cuda_built())
       std::printf("device: %s; training on the CPU\n", cuda_status().c_str());
+    s.device_kind = Device::CPU;
+    s.device = cpu;
+    return;
   }
-  return cpu;
+  const int index = s.gpu_index = cuda_select_device(world.local_rank());
+  const CudaDeviceInfo info = cuda_device_info(index);
+  s.device_kind = Device::CUDA;
+  s.device = "cuda:" + std::to_string(index) + " " + info.name + " (" + gib(info.total_bytes) + ", " +
+             gib(info.free_bytes) + " free, sm_" + std::to_string(info.cc_major) + std::to_string(info.cc_minor) + ")";
 }
 
 // Every check that needs no communication. Same config on every rank → same verdict, except for
@@ -63,7 +69,7 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   set_num_threads(cfg.threads);
   HT_CHECK(cfg.device == "auto" || cfg.device == "cpu" || cfg.device == "cuda",
            "--device must be auto, cpu or cuda, got '", cfg.device, "'");
-  s.device = resolve_device(cfg.device, cfg.threads, world);
+  resolve_device(cfg.device, cfg.threads, world, s);
   HT_CHECK(cfg.global_batch >= 1, "--global-batch must be at least 1, got ", cfg.global_batch);
   HT_CHECK(cfg.epochs >= 1, "--epochs must be at least 1, got ", cfg.epochs);
   HT_CHECK(cfg.prefetch_depth >= 1, "--prefetch must be at least 1, got ", cfg.prefetch_depth);
@@ -160,8 +166,8 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
     bc.calibration_steps = std::max(3, cfg.prefetch_depth + 2);
     if (!cfg.max_local_batch.empty()) bc.caps = parse_int_list(cfg.max_local_batch, "--max-local-batch");
     s.balancer = std::make_unique<dist::Balancer>(world.comm(), cfg.global_batch, bc);
+    s.balance_config = bc;
   }
-  s.comm = std::make_unique<dist::MpiCommunicator>(world.comm(), 0, dist::node_oversubscribed(world.local_size()));
   if (!cfg.debug_fail_at.empty()) {
     int rank = -1;
     long long step = -1;
@@ -173,6 +179,54 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
     s.fail_step = step;
   }
   return s;
+}
+
+// GPU ranks: the model, its input and loss buffers go to the GPU, and the largest local batch that fits
+// in the memory left is measured. Runs after the parameter checksum (which reads host memory). A failure
+// here (e.g. out of memory) is this rank's alone: the caller ends the job.
+void place_on_device(const TrainConfig& cfg, Setup& s) {
+  if (s.device_kind != Device::CUDA) return;
+  s.model->to(Device::CUDA, cfg.tf32);
+  s.input = std::make_unique<DeviceInput>(s.train->info());
+  if (s.val) s.val_input = std::make_unique<DeviceInput>(s.val->info());
+  s.loss = std::make_unique<DeviceLoss>();
+  const int64_t per_sample = s.model->activation_bytes_per_sample();
+  const CudaDeviceInfo info = cuda_device_info(s.gpu_index);
+  // Kept free: a tenth of the GPU (cuDNN workspaces of later shapes, fragmentation, other processes'
+  // growth) and the optimizer's momentum buffer, allocated at the first step.
+  const int64_t reserve = int64_t(info.total_bytes / 10) + s.model->param_count() * int64_t(sizeof(float));
+  s.memory_cap = dist::memory_batch_cap(int64_t(info.free_bytes), reserve, std::max<int64_t>(per_sample, 1));
+  s.device += ", fits " + std::to_string(s.memory_cap) + " samples (" + std::to_string(per_sample >> 10) +
+              " KiB each)";
+}
+
+// Collective: every rank's memory cap becomes a balancer cap (the smaller of it and --max-local-batch).
+// The caps are the same on every rank, so a verdict here is the same everywhere (AgreedError).
+void apply_memory_caps(const TrainConfig& cfg, const dist::World& world, Setup& s) {
+  std::vector<int64_t> caps(world.size());
+  HT_MPI_CHECK(MPI_Allgather(&s.memory_cap, 1, MPI_INT64_T, caps.data(), 1, MPI_INT64_T, world.comm()));
+  if (std::all_of(caps.begin(), caps.end(), [](int64_t c) { return c < 0; })) return;
+  try {
+    if (!s.fixed_split.empty()) {
+      for (int r = 0; r < world.size(); ++r)
+        HT_CHECK(caps[r] < 0 || s.fixed_split[r] <= caps[r], "--split gives rank ", r, " ", s.fixed_split[r],
+                 " samples, but its GPU memory fits ", caps[r]);
+      return;
+    }
+    const auto merged = dist::merge_caps(dist::resolve_caps(s.balance_config, world.size(), cfg.global_batch), caps);
+    int64_t room = 0;  // Σ caps, saturating at B (uncapped ranks hold INT64_MAX)
+    std::string listed;
+    for (int64_t c : merged) {
+      room = c >= cfg.global_batch - room ? cfg.global_batch : room + c;
+      listed += (listed.empty() ? "" : ", ") + (c == INT64_MAX ? std::string("-") : std::to_string(c));
+    }
+    HT_CHECK(room >= cfg.global_batch, "GPU memory caps the local batches at [", listed, "], less than --global-batch ",
+             cfg.global_batch, " in all: lower the global batch or add ranks");
+    s.balance_config.caps = merged;
+    s.balancer = std::make_unique<dist::Balancer>(world.comm(), cfg.global_batch, s.balance_config);
+  } catch (const Error& e) {
+    throw AgreedError(e.message(), __FILE__, __LINE__);
+  }
 }
 
 }  // namespace
@@ -204,6 +258,9 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
     throw AgreedError(e.message(), __FILE__, __LINE__);
   }
   world.check_identical(s.model->params().values().data(), s.model->params().count(), "initial parameters");
+  place_on_device(cfg, s);
+  s.comm = dist::make_gradient_communicator(world.comm(), s.device_kind, dist::node_oversubscribed(world.local_size()));
+  apply_memory_caps(cfg, world, s);
   // Collective, so only now that every rank is known to be healthy.
   if (cfg.node_cache) {
     s.train->enable_node_cache(world.node_comm());

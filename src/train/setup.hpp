@@ -10,6 +10,7 @@
 #include "hetrain/optim.hpp"
 #include "hetrain/train.hpp"
 #include "train/batch_source.hpp"
+#include "train/device_step.hpp"
 
 namespace hetrain::train {
 
@@ -21,10 +22,16 @@ struct Setup {
   std::unique_ptr<optim::Sgd> sgd;
   std::unique_ptr<dist::Communicator> comm;
   std::unique_ptr<dist::Balancer> balancer;  // null with a fixed split
+  dist::BalanceConfig balance_config;        // what the balancer was built from (caps are merged later)
   dist::SpeedEmulator emulator;
   std::vector<int64_t> fixed_split;          // empty unless --split
   int64_t total_steps = 0;
-  std::string device;                        // for the rank table: "cpu (2 threads)"
+  Device device_kind = Device::CPU;          // where this rank's model and step run
+  std::string device;                        // for the rank table: "cpu (2 threads)", "cuda:0 NVIDIA H200 (...)"
+  int gpu_index = -1;                        // GPU ranks: the CUDA device this rank uses
+  int64_t memory_cap = -1;                   // GPU ranks: the largest local batch that fits (-1: no cap)
+  std::unique_ptr<DeviceInput> input, val_input;  // GPU ranks: batches to the device
+  std::unique_ptr<DeviceLoss> loss;               // GPU ranks: loss and accuracy on the device
   int fail_rank = -1;                        // --debug-fail-at: injected failure
   int64_t fail_step = -1;
 };

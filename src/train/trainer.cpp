@@ -35,13 +35,13 @@ struct PlannedStep {
   int64_t local_batch() const { return split[dist::World::get().rank()]; }
 };
 
-// Loss, accuracy and sample count summed over ranks.
+// Loss, accuracy, sample count and non-finite gradient values summed over ranks.
 struct Totals {
-  double loss_sum = 0, correct = 0, count = 0;
+  double loss_sum = 0, correct = 0, count = 0, nonfinite = 0;
   void allreduce(MPI_Comm comm) {
-    double v[3] = {loss_sum, correct, count};
-    HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_DOUBLE, MPI_SUM, comm));
-    loss_sum = v[0], correct = v[1], count = v[2];
+    double v[4] = {loss_sum, correct, count, nonfinite};
+    HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_DOUBLE, MPI_SUM, comm));
+    loss_sum = v[0], correct = v[1], count = v[2], nonfinite = v[3];
   }
 };
 
@@ -150,9 +150,35 @@ class Trainer {
       auto indices = s_.plan->slice(p.epoch, p.step_in_epoch, offset, p.local_batch());
       if (samples_log_) for (int64_t i : indices) *samples_log_ << p.epoch << ' ' << i << '\n';
       const uint64_t aug_seed = cfg_.seed * 0x9e3779b97f4a7c15ull + uint64_t(p.global_step) * 1000003ull + world_.rank();
-      s_.train->submit(std::move(indices), cfg_.augment, aug_seed);
+      s_.train->submit(std::move(indices), cfg_.augment, aug_seed, batch_form());
       queue_.push_back(std::move(p));
     }
+  }
+
+  bool on_gpu() const { return s_.device_kind == Device::CUDA; }
+  // GPU ranks take uint8 batches and augment on the device (train/device_step.hpp).
+  data::BatchForm batch_form() const { return on_gpu() ? data::BatchForm::Raw : data::BatchForm::Float; }
+
+  // Forward, loss and backward of one local batch on this rank's device; returns Σ loss and #correct.
+  void forward_backward(const data::Batch& batch, int64_t b, double* loss_sum, double* correct) {
+    if (on_gpu()) {
+      Tensor images = s_.input->upload(batch);
+      Tensor logits = s_.model->forward(images, /*training=*/true);
+      s_.model->backward(s_.loss->compute(logits, s_.input->labels(), cfg_.label_smoothing, true));
+      s_.loss->read(loss_sum, correct);  // waits for the GPU, so the measured compute time is real
+      return;
+    }
+    const int K = s_.train->info().num_classes;
+    Tensor logits = s_.model->forward(batch.images, /*training=*/true);
+    Tensor probs({b, K}), dlogits({b, K});
+    float loss = cpu::softmax_xent_forward(probs.data(), logits.data(), batch.labels.data(), int(b), K,
+                                           cfg_.label_smoothing);
+    *correct = double(cpu::top1_correct(logits.data(), batch.labels.data(), int(b), K));
+    *loss_sum = double(loss) * b;
+    // The local loss is the mean over the b_r local samples; the b_r/B weight comes in the reduction.
+    cpu::softmax_xent_backward(dlogits.data(), probs.data(), batch.labels.data(), int(b), K, cfg_.label_smoothing,
+                               1.0f / float(b));
+    s_.model->backward(dlogits);
   }
 
   StepRecord train_step(const PlannedStep& plan, Totals& window) {
@@ -169,32 +195,30 @@ class Trainer {
     nn::ParamBuffer& params = s_.model->params();
     params.grads().zero();
     double loss_sum = 0, correct = 0;
-    if (b > 0) {
-      const int K = s_.train->info().num_classes;
-      Tensor logits = s_.model->forward(batch.images, /*training=*/true);
-      Tensor probs({b, K}), dlogits({b, K});
-      float loss = cpu::softmax_xent_forward(probs.data(), logits.data(), batch.labels.data(), int(b), K,
-                                             cfg_.label_smoothing);
-      correct = double(cpu::top1_correct(logits.data(), batch.labels.data(), int(b), K));
-      loss_sum = double(loss) * b;
-      // The local loss is the mean over the b_r local samples; the b_r/B weight comes in the reduction.
-      cpu::softmax_xent_backward(dlogits.data(), probs.data(), batch.labels.data(), int(b), K,
-                                 cfg_.label_smoothing, 1.0f / float(b));
-      s_.model->backward(dlogits);
-    }
+    if (b > 0) forward_backward(batch, b, &loss_sum, &correct);
     mine.compute = seconds_since(compute_start);
     mine.compute += s_.emulator.apply(world_.rank(), plan.global_step, mine.compute);
     mine.batch = double(b);
 
     auto comm_start = Clock::now();
     s_.comm->weighted_allreduce(params.grads().data(), params.count(), double(b) / double(plan.global_batch));
-    Totals step_totals{loss_sum, correct, double(b)};
+    // The reduced gradient is the same on every rank; counting its NaN/Inf values rides on the totals'
+    // reduction, so every rank stops at the same step with the same message.
+    Totals step_totals{loss_sum, correct, double(b), double(count_nonfinite(params.grads()))};
     step_totals.allreduce(world_.comm());
     mine.comm = seconds_since(comm_start);
+    if (step_totals.nonfinite > 0)
+      throw AgreedError("step " + std::to_string(plan.global_step) + ": the reduced gradient has " +
+                            std::to_string(int64_t(step_totals.nonfinite / world_.size())) +
+                            " NaN/Inf values (the loss diverged: lower --lr, add --warmup-epochs, or check the data)",
+                        __FILE__, __LINE__);
 
     const float lr = s_.schedule->at(plan.global_step);
     s_.sgd->step(params, lr);
-    if (cfg_.debug_consistency) world_.check_identical(params.values().data(), params.count(), "parameters");
+    if (cfg_.debug_consistency) {
+      const Tensor values = params.values().to(Device::CPU);
+      world_.check_identical(values.data(), params.count(), "parameters");
+    }
 
     if (s_.fixed_split.empty()) {
       s_.balancer->record(b, mine.compute);
@@ -275,15 +299,23 @@ class Trainer {
     for (int64_t first = begin; first < end; first += chunk) {
       std::vector<int64_t> idx;
       for (int64_t i = first; i < std::min(end, first + chunk); ++i) idx.push_back(i);
-      s_.val->submit(idx, false, 0);
+      s_.val->submit(idx, false, 0, batch_form());
       data::Batch batch = s_.val->next();
       const int64_t b = int64_t(idx.size());
+      t.count += double(b);
+      if (on_gpu()) {
+        Tensor logits = s_.model->forward(s_.val_input->upload(batch), /*training=*/false);
+        s_.loss->compute(logits, s_.val_input->labels(), 0.0f, /*want_gradient=*/false);
+        double loss_sum = 0, correct = 0;
+        s_.loss->read(&loss_sum, &correct);
+        t.loss_sum += loss_sum, t.correct += correct;
+        continue;
+      }
       Tensor logits = s_.model->forward(batch.images, /*training=*/false);
       Tensor probs({b, K});
       t.loss_sum += double(cpu::softmax_xent_forward(probs.data(), logits.data(), batch.labels.data(), int(b), K,
                                                      0.0f)) * b;
       t.correct += double(cpu::top1_correct(logits.data(), batch.labels.data(), int(b), K));
-      t.count += double(b);
     }
     t.allreduce(world_.comm());
     return t;
@@ -301,7 +333,7 @@ class Trainer {
     const std::string path = per_rank_path(cfg_.dump_params);
     if (path == cfg_.dump_params && world_.rank() != 0) return;  // one file: rank 0 writes it
     std::ofstream out(path, std::ios::binary);
-    const auto& values = s_.model->params().values();
+    const Tensor values = s_.model->params().values().to(Device::CPU);
     out.write(reinterpret_cast<const char*>(values.data()), values.numel() * sizeof(float));
     HT_CHECK(out.good(), "--dump-params: cannot write ", path);
   }

@@ -1,4 +1,5 @@
-// Dataset::read: request order, duplicates, coalescing, lazy shard opening; augmentation; Prefetcher.
+// Dataset::read: request order, duplicates, coalescing, lazy shard opening; augmentation; Prefetcher
+// (Float and Raw forms).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -135,4 +136,36 @@ TEST(Prefetcher, RethrowsReaderErrorsInOrder) {
   EXPECT_EQ(pf.next().labels.size(), 2u);
   EXPECT_THROW(pf.next(), hetrain::Error);
   EXPECT_EQ(pf.next().labels.size(), 1u);
+}
+
+TEST(Prefetcher, RawFormHandsBackBytesAndDraws) {
+  Packed p(64, 2);
+  // Depth 1: batch k is read only after batch k−1 was returned, so each Raw batch deterministically reads
+  // into the recycled (larger) buffer of the Float batch before it.
+  Prefetcher pf(*p.ds, 1, 2);
+  AugmentConfig aug{true, 3, true};
+  const std::vector<std::vector<int64_t>> requests = {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {5, 63, 5, 20},
+                                                      {40, 41, 42, 43, 44, 45, 46}, {}, {33, 2, 61}, {7}};
+  for (size_t r = 0; r < requests.size(); ++r)
+    pf.submit(requests[r], r != 3, aug, 200 + r, r % 2 ? BatchForm::Raw : BatchForm::Float);
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const auto& idx = requests[r];
+    const int64_t n = int64_t(idx.size());
+    Batch b = pf.next();
+    std::vector<uint8_t> raw(idx.size() * 40);
+    std::vector<int32_t> labels(idx.size());
+    p.ds->read(idx, raw.data(), labels.data());
+    ASSERT_EQ(b.indices, idx);
+    ASSERT_EQ(b.labels, labels);
+    if (r % 2) {
+      ASSERT_EQ(b.raw, raw) << "request " << r;
+      ASSERT_EQ(b.crop_flip, draw_crop_flip(n, r != 3, aug, 200 + r));
+      ASSERT_EQ(b.crop_pad, r != 3 ? 3 : 0);
+    } else {
+      ASSERT_TRUE(b.raw.empty() && b.crop_flip.empty());
+      std::vector<float> expect(raw.size());
+      augment_batch(raw.data(), n, p.ds->info(), true, aug, 200 + r, expect.data(), 1);
+      ASSERT_TRUE(std::equal(expect.begin(), expect.end(), b.images.data())) << "request " << r;
+    }
+  }
 }

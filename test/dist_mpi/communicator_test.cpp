@@ -55,3 +55,32 @@ TEST(MpiCommunicator, AllreduceSumAndEmptyBuffer) {
   EXPECT_EQ(x[1], float(w.size() * (w.size() - 1) / 2));
   EXPECT_NO_THROW(comm.allreduce_sum(nullptr, 0));
 }
+
+// NCCL only when every rank trains on a GPU and NCCL is built in; a single CPU rank turns the whole job
+// to MPI (its GPU ranks then stage through host memory).
+TEST(GradientCommunicator, ChoiceFollowsEveryRanksDevice) {
+  using hetrain::Device;
+  EXPECT_EQ(choose_reduction({Device::CUDA, Device::CUDA}, true), Reduction::Nccl);
+  EXPECT_EQ(choose_reduction({Device::CUDA, Device::CPU, Device::CUDA}, true), Reduction::Mpi);
+  EXPECT_EQ(choose_reduction({Device::CPU}, true), Reduction::Mpi);
+  EXPECT_EQ(choose_reduction({Device::CUDA, Device::CUDA}, false), Reduction::Mpi);
+  EXPECT_STREQ(reduction_name(Reduction::Nccl), "nccl");
+}
+
+// Collective construction on a CPU job gives the MPI communicator, and it reduces exactly.
+TEST(GradientCommunicator, CpuJobGetsMpiAndReducesExactly) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  auto comm = make_gradient_communicator(MPI_COMM_WORLD, hetrain::Device::CPU, false);
+  EXPECT_STREQ(comm->name(), "mpi");
+  std::vector<float> x(1000);
+  for (int64_t i = 0; i < 1000; ++i) x[i] = value(rank, i);
+  const auto b = shares(size);
+  comm->weighted_allreduce(x.data(), 1000, double(b[rank]) / 32.0);
+  for (int64_t i = 0; i < 1000; ++i) {
+    float want = 0;
+    for (int r = 0; r < size; ++r) want += float(b[r]) / 32.0f * value(r, i);
+    ASSERT_EQ(x[i], want) << "element " << i;
+  }
+}

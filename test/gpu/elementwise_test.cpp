@@ -55,6 +55,22 @@ TEST(CudaElementwise, AddAndAccumulateParity) {
   }
 }
 
+// Twin: x[i] *= a in a plain loop (exact: one float multiply each).
+TEST(CudaElementwise, ScaleParity) {
+  HT_REQUIRE_GPU();
+  for (int64_t n : {int64_t(1), int64_t(257), int64_t(3000001)}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    auto x = gpu_test::random_floats(n, 3);
+    const float a = 17.0f / 64.0f;
+    std::vector<float> ref = x;
+    for (auto& v : ref) v *= a;
+    cuda::DeviceBuffer<float> dx(n);
+    dx.upload(x);
+    cuda::scale(dx.data(), a, n, nullptr);
+    expect_close("scale", dx.download(), ref, 0, 0);
+  }
+}
+
 TEST(CudaElementwise, NonfiniteCountParity) {
   HT_REQUIRE_GPU();
   for (int64_t n : {int64_t(1), int64_t(1000), int64_t(100003), int64_t(5000011)}) {

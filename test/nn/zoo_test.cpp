@@ -131,3 +131,25 @@ TEST(Zoo, ClearErrors) {
   EXPECT_THROW(m->forward(Tensor({2, 1, 8, 8}), true), Error);
   EXPECT_EQ(Model::names().size(), 5u);
 }
+
+// The per-sample activation footprint drives the GPU memory caps: it must be positive, grow with the
+// image area, and leave the model as it was.
+TEST(Zoo, ActivationFootprintScalesWithImageAreaAndLeavesTheModelAlone) {
+  auto small = Model::create(cfg("resnet20", 3, 16, 10)), big = Model::create(cfg("resnet20", 3, 32, 10));
+  small->init(1);
+  big->init(1);
+  const Tensor states_before = big->params().states().clone();
+  const int64_t s = small->activation_bytes_per_sample(), b = big->activation_bytes_per_sample();
+  EXPECT_GT(s, 0);
+  // Activations are 4× larger at 4× the pixels (the parameter-sized buffers do not depend on the batch).
+  EXPECT_GT(double(b) / double(s), 3.5);
+  EXPECT_LT(double(b) / double(s), 4.5);
+  // resnet20 at 32×32 keeps at least its 19 conv outputs of 16-64 channels per sample: > 200 KB.
+  EXPECT_GT(b, 200 * 1024);
+  for (int64_t i = 0; i < big->params().state_count(); ++i)
+    ASSERT_EQ(big->params().states()[i], states_before[i]) << "running statistic " << i << " changed";
+  for (int64_t i = 0; i < big->params().count(); ++i) ASSERT_EQ(big->params().grads()[i], 0.0f) << i;
+  auto mlp = Model::create(cfg("mlp", 1, 4, 5));
+  mlp->init(1);
+  EXPECT_GT(mlp->activation_bytes_per_sample(), 0);  // dense layers pool their buffers too
+}

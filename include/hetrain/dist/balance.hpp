@@ -83,6 +83,14 @@ struct BalanceConfig {
 // per-rank caps (INT64_MAX where there is none). Errors name the option: "--max-local-batch: ...".
 std::vector<int64_t> resolve_caps(const BalanceConfig& config, int n, int64_t B);
 
+// ---------------------------------------------------------------- GPU memory caps
+// The largest local batch whose activations fit in a GPU's free memory: (free − reserve) / bytes per
+// sample, 0 when not even one sample fits. The reserve keeps room for what is allocated later (the
+// optimizer's momentum buffer, cuDNN workspaces for new shapes, fragmentation).
+int64_t memory_batch_cap(int64_t free_bytes, int64_t reserve_bytes, int64_t bytes_per_sample);
+// Per rank, the smaller of the user's cap (resolve_caps) and the memory cap (negative: none, e.g. a CPU rank).
+std::vector<int64_t> merge_caps(const std::vector<int64_t>& user_caps, const std::vector<int64_t>& memory_caps);
+
 // Deterministic balancing state machine, identical on every rank. Step s is the s-th training step
 // (0-based); advance(s, ...) is called after step s and decides the split of step s + 1.
 //   steps [0, C)      uniform split (calibration, phase 1)

@@ -28,6 +28,10 @@ void memset_zero(void*, size_t, CudaStream) { HT_NO_CUDA(); }
 CudaStream stream_create() { HT_NO_CUDA(); }
 void stream_destroy(CudaStream) noexcept {}
 void stream_synchronize(CudaStream) { HT_NO_CUDA(); }
+CudaEvent event_create() { HT_NO_CUDA(); }
+void event_destroy(CudaEvent) noexcept {}
+void event_record(CudaEvent, CudaStream) { HT_NO_CUDA(); }
+void stream_wait_event(CudaStream, CudaEvent) { HT_NO_CUDA(); }
 void device_synchronize() { HT_NO_CUDA(); }
 
 void softmax_xent_forward(float*, float*, const float*, const int32_t*, int, int, float, CudaStream) { HT_NO_CUDA(); }
@@ -35,6 +39,7 @@ void softmax_xent_backward(float*, const float*, const int32_t*, int, int, float
 void top1_correct(int64_t*, const float*, const int32_t*, int, int, CudaStream) { HT_NO_CUDA(); }
 void add_forward(float*, const float*, const float*, int64_t, CudaStream) { HT_NO_CUDA(); }
 void accumulate(float*, const float*, int64_t, CudaStream) { HT_NO_CUDA(); }
+void scale(float*, float, int64_t, CudaStream) { HT_NO_CUDA(); }
 void count_nonfinite(int64_t*, const float*, int64_t, CudaStream) { HT_NO_CUDA(); }
 void sgd_update(float*, float*, const float*, const float*, int64_t, const SgdStep&, CudaStream) { HT_NO_CUDA(); }
 void normalize_crop_flip(float*, const uint8_t*, const int32_t*, const ImageGeom&, CudaStream) { HT_NO_CUDA(); }

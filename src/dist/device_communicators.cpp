@@ -1,0 +1,99 @@
+// dist/device_communicators.cpp — choosing how a job reduces gradients, and the two communicators for
+// gradients in GPU memory: NCCL, and MPI through host memory for a GPU rank in a job with CPU ranks.
+#include <algorithm>
+#include <cstring>
+
+#include "hetrain/cuda.hpp"
+#include "hetrain/dist/communicator.hpp"
+#include "hetrain/error.hpp"
+
+namespace hetrain::dist {
+
+Reduction choose_reduction(const std::vector<Device>& rank_devices, bool nccl_built) {
+  if (!nccl_built || rank_devices.empty()) return Reduction::Mpi;
+  for (Device d : rank_devices)
+    if (d != Device::CUDA) return Reduction::Mpi;
+  return Reduction::Nccl;
+}
+
+const char* reduction_name(Reduction r) { return r == Reduction::Nccl ? "nccl" : "mpi"; }
+
+std::unique_ptr<Communicator> make_gradient_communicator(MPI_Comm comm, Device mine, bool polite_wait) {
+  int size = 0;
+  HT_MPI_CHECK(MPI_Comm_size(comm, &size));
+  const int my_device = mine == Device::CUDA ? 1 : 0;
+  std::vector<int> all(size);
+  HT_MPI_CHECK(MPI_Allgather(&my_device, 1, MPI_INT, all.data(), 1, MPI_INT, comm));
+  std::vector<Device> devices;
+  for (int d : all) devices.push_back(d ? Device::CUDA : Device::CPU);
+  if (choose_reduction(devices, cuda_built()) == Reduction::Nccl) return std::make_unique<NcclGradCommunicator>(comm);
+  auto host = std::make_unique<MpiCommunicator>(comm, 0, polite_wait);
+  if (mine == Device::CUDA) return std::make_unique<HostStagedCommunicator>(std::move(host));
+  return host;
+}
+
+// ---------------------------------------------------------------- NCCL
+struct NcclGradCommunicator::Impl {
+  std::unique_ptr<cuda::NcclCommunicator> nccl;
+};
+
+NcclGradCommunicator::NcclGradCommunicator(MPI_Comm comm, double timeout_s) : impl_(std::make_unique<Impl>()) {
+  int rank = 0, size = 0;
+  HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  HT_MPI_CHECK(MPI_Comm_size(comm, &size));
+  cuda::NcclIdBytes id{};
+  if (rank == 0) id = cuda::nccl_unique_id();
+  HT_MPI_CHECK(MPI_Bcast(id.data(), int(id.size()), MPI_BYTE, 0, comm));
+  impl_->nccl = std::make_unique<cuda::NcclCommunicator>(rank, size, id, timeout_s);
+}
+
+NcclGradCommunicator::~NcclGradCommunicator() = default;
+
+// The layers work on the legacy default stream (nullptr): the reduction waits for it, and returns when done.
+void NcclGradCommunicator::allreduce_sum(float* device_data, int64_t n) {
+  impl_->nccl->allreduce_sum(device_data, n, nullptr);
+}
+
+void NcclGradCommunicator::weighted_allreduce(float* device_grads, int64_t n, double weight) {
+  HT_CHECK(weight >= 0.0 && weight <= 1.0, "weighted_allreduce: weight ", weight, " outside [0, 1]");
+  if (weight == 0.0)
+    cuda::memset_zero(device_grads, size_t(n) * sizeof(float));
+  else if (weight != 1.0)
+    cuda::scale(device_grads, float(weight), n, nullptr);
+  allreduce_sum(device_grads, n);
+}
+
+// ---------------------------------------------------------------- MPI through host memory
+HostStagedCommunicator::HostStagedCommunicator(std::unique_ptr<Communicator> host) : host_(std::move(host)) {}
+
+HostStagedCommunicator::~HostStagedCommunicator() { cuda::host_pinned_free(pinned_); }
+
+float* HostStagedCommunicator::stage(const float* device_data, int64_t n) {
+  if (n > capacity_) {
+    cuda::host_pinned_free(pinned_);
+    pinned_ = nullptr;
+    pinned_ = static_cast<float*>(cuda::host_pinned_alloc(size_t(n) * sizeof(float)));
+    capacity_ = n;
+  }
+  cuda::copy_to_host(pinned_, device_data, size_t(n) * sizeof(float), nullptr);
+  cuda::stream_synchronize(nullptr);
+  return pinned_;
+}
+
+void HostStagedCommunicator::unstage(float* device_data, int64_t n) {
+  cuda::copy_to_device(device_data, pinned_, size_t(n) * sizeof(float), nullptr);
+  cuda::stream_synchronize(nullptr);  // pinned_ is reused by the next call
+}
+
+void HostStagedCommunicator::allreduce_sum(float* device_data, int64_t n) {
+  host_->allreduce_sum(stage(device_data, n), n);
+  unstage(device_data, n);
+}
+
+// The weight is applied on the host (the inner communicator's rule, including zero-fill for weight 0).
+void HostStagedCommunicator::weighted_allreduce(float* device_grads, int64_t n, double weight) {
+  host_->weighted_allreduce(stage(device_grads, n), n, weight);
+  unstage(device_grads, n);
+}
+
+}  // namespace hetrain::dist

@@ -1,0 +1,70 @@
+// The GPU side of a training step: a batch's bytes to the device, and the loss computed there.
+//
+// A GPU rank asks its batch source for raw batches (uint8 images plus the crops and flips drawn on the
+// host from the data seed, data::BatchForm::Raw): uint8 moves 4× fewer bytes than floats, and the
+// conversion, crop and flip run as one kernel (cuda::normalize_crop_flip) instead of on a host thread.
+// Everything here works on the legacy default stream, like the model's layers, except the copy itself.
+#pragma once
+
+#include <cstdint>
+
+#include "hetrain/cuda.hpp"
+#include "hetrain/data.hpp"
+#include "hetrain/tensor.hpp"
+
+namespace hetrain::train {
+
+class DeviceInput {
+ public:
+  explicit DeviceInput(const data::DatasetInfo& info);
+  ~DeviceInput();
+  DeviceInput(const DeviceInput&) = delete;
+  DeviceInput& operator=(const DeviceInput&) = delete;
+  // Copies the raw batch into pinned memory and from there to the device on a copy stream (asynchronous:
+  // it overlaps whatever the GPU still runs from the previous step); the normalisation kernel, on the
+  // compute stream, waits for the copy. Returns float images [n, C, H, W] on the device, valid until the
+  // next upload(); labels() then points at the batch's labels on the device.
+  Tensor upload(const data::Batch& batch);
+  const int32_t* labels() const { return labels_.data(); }
+
+ private:
+  void reserve(int64_t n);
+  data::DatasetInfo info_;
+  int64_t capacity_ = 0;  // samples
+  // Pinned staging: images, then labels and crop_flip as int32 (one copy each).
+  uint8_t* pinned_images_ = nullptr;
+  int32_t* pinned_ints_ = nullptr;
+  cuda::DeviceBuffer<uint8_t> images_;
+  cuda::DeviceBuffer<int32_t> labels_, crop_flip_;
+  Tensor floats_;
+  CudaStream copy_stream_ = nullptr;
+  CudaEvent copied_ = nullptr;
+};
+
+// Softmax cross-entropy and top-1 on the device for one step. compute() enqueues the kernels and the
+// copies of the per-row losses and the correct count into pinned memory; read() waits for them.
+class DeviceLoss {
+ public:
+  DeviceLoss() = default;
+  ~DeviceLoss();
+  DeviceLoss(const DeviceLoss&) = delete;
+  DeviceLoss& operator=(const DeviceLoss&) = delete;
+  // logits [n, K] on the device → dlogits [n, K] of the MEAN loss over the n rows (valid until the next
+  // compute()). Without `want_gradient` (evaluation) only the loss and the count are computed.
+  Tensor compute(const Tensor& logits, const int32_t* device_labels, float label_smoothing, bool want_gradient);
+  // Σ row losses and the number of correct rows of the last compute(); waits for the device.
+  void read(double* loss_sum, double* correct);
+
+ private:
+  Tensor probs_;                           // [n, K]; holds dlogits after the backward kernel
+  cuda::DeviceBuffer<float> row_loss_;     // [capacity]
+  cuda::DeviceBuffer<int64_t> correct_;    // [1]
+  float* pinned_loss_ = nullptr;           // [capacity]
+  int64_t* pinned_correct_ = nullptr;      // [1]
+  int64_t capacity_ = 0, rows_ = 0;
+};
+
+// NaN and ±Inf elements of t, on either device (cuda::count_nonfinite on the GPU). Waits for the result.
+int64_t count_nonfinite(const Tensor& t);
+
+}  // namespace hetrain::train
