@@ -9,20 +9,24 @@ namespace hetrain::cuda {
 namespace {
 constexpr int kBlock = 256;
 
+// Every multiply and add is rounded on its own (__fmul_rn/__fadd_rn are never fused into FMAs), in the
+// order optim::Sgd's CPU loop uses: a CPU rank and a GPU rank of a mixed job apply the same reduced
+// gradient and must keep bit-identical parameters (invariant 3). The CPU build targets x86-64-v2, which
+// has no FMA, so its loop is not contracted either.
 template <bool kMomentum, bool kNesterov>
 __global__ void sgd_update_kernel(float* param, float* velocity, const float* grad, const float* decay_mask, int64_t n,
                                   float lr, float momentum, float weight_decay, float grad_scale) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const float p = param[i];
-    const float wd = decay_mask ? weight_decay * decay_mask[i] : weight_decay;
-    const float g = grad_scale * grad[i] + wd * p;
+    const float wd = decay_mask ? __fmul_rn(weight_decay, decay_mask[i]) : weight_decay;
+    const float g = __fadd_rn(__fmul_rn(grad_scale, grad[i]), __fmul_rn(wd, p));
     float step = g;
     if (kMomentum) {
-      const float v = momentum * velocity[i] + g;
+      const float v = __fadd_rn(__fmul_rn(momentum, velocity[i]), g);
       velocity[i] = v;
-      step = kNesterov ? g + momentum * v : v;
+      step = kNesterov ? __fadd_rn(g, __fmul_rn(momentum, v)) : v;
     }
-    param[i] = p - lr * step;
+    param[i] = __fsub_rn(p, __fmul_rn(lr, step));
   }
 }
 }  // namespace

@@ -4,6 +4,17 @@
 # the daemons it started (pid files under /run/slurm-local).
 set -euo pipefail
 RUN=/run/slurm-local
+# Starts a daemon without the caller's open files beyond stdin/out/err: a daemon that inherits, say, a
+# build lock or a test runner's pipe would hold it for as long as it lives.
+daemon() {
+  (
+    for fd in /proc/self/fd/*; do
+      n=${fd##*/}
+      [ "$n" -gt 2 ] 2>/dev/null && { eval "exec $n>&-" 2>/dev/null || true; }
+    done
+    exec "$@"
+  )
+}
 case "${1:-}" in
   start)
     [ "$(id -u)" -eq 0 ] || { echo "slurm-local: must run as root" >&2; exit 1; }
@@ -41,13 +52,17 @@ CONF
     if ! pgrep -x munged >/dev/null; then
       install -d -o munge -g munge /run/munge
       [ -f /etc/munge/munge.key ] || /usr/sbin/mungekey --create >/dev/null 2>&1 || true
-      runuser -u munge -- /usr/sbin/munged
+      daemon runuser -u munge -- /usr/sbin/munged && touch $RUN/munged.started-here
     fi
-    pgrep -x slurmctld >/dev/null || /usr/sbin/slurmctld
-    pgrep -x slurmd >/dev/null || /usr/sbin/slurmd
+    pgrep -x slurmctld >/dev/null || daemon /usr/sbin/slurmctld
+    pgrep -x slurmd >/dev/null || daemon /usr/sbin/slurmd
     for _ in $(seq 50); do sinfo -h -o %T 2>/dev/null | grep -qE 'idle|mixed|alloc' && exit 0; sleep 0.2; done
     echo "slurm-local: the node did not come up (see /var/log/slurm/)" >&2; exit 1 ;;
   stop)
-    for d in slurmd slurmctld; do [ -f $RUN/$d.pid ] && kill "$(cat $RUN/$d.pid)" 2>/dev/null || true; done ;;
+    for d in slurmd slurmctld; do [ -f $RUN/$d.pid ] && kill "$(cat $RUN/$d.pid)" 2>/dev/null || true; done
+    if [ -f $RUN/munged.started-here ]; then
+      pkill -x munged 2>/dev/null || true
+      rm -f $RUN/munged.started-here
+    fi ;;
   *) echo "usage: scripts/slurm-local.sh start|stop" >&2; exit 2 ;;
 esac

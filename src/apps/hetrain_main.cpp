@@ -7,6 +7,7 @@
 #include <iostream>
 #include <string>
 
+#include "hetrain/cuda.hpp"
 #include "hetrain/dist.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/nn.hpp"
@@ -30,6 +31,7 @@ const char* kUsage =
     "Usage:\n"
     "  hetrain train [options]          train a model (run under mpirun/srun for several ranks)\n"
     "  hetrain models                   list the model zoo with parameter counts\n"
+    "  hetrain devices                  list the GPUs this process sees (or why it sees none)\n"
     "  hetrain --help | train --help    this text / every training option\n"
     "\n"
     "Examples:\n"
@@ -122,6 +124,21 @@ int cmd_models() {
   return 0;
 }
 
+// Exit status 0 when at least one GPU answers, 1 otherwise (scripts use it to decide GPU tests).
+int cmd_devices() {
+  const int n = hetrain::cuda_device_count();
+  if (n == 0) {
+    std::printf("%s\n", hetrain::cuda_status().c_str());
+    return 1;
+  }
+  for (int i = 0; i < n; ++i) {
+    const hetrain::CudaDeviceInfo d = hetrain::cuda_device_info(i);
+    std::printf("cuda:%d  %s  sm_%d%d  %.1f GiB (%.1f GiB free)\n", i, d.name.c_str(), d.cc_major, d.cc_minor,
+                double(d.total_bytes) / double(1 << 30), double(d.free_bytes) / double(1 << 30));
+  }
+  return 0;
+}
+
 int cmd_train(int argc, char** argv) {
   TrainConfig cfg;
   std::string shape, milestones;
@@ -161,9 +178,9 @@ int cmd_train(int argc, char** argv) {
 int main(int argc, char** argv) {
   const std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "train") return cmd_train(argc - 1, argv + 1);
-  if (cmd == "models") {
+  if (cmd == "models" || cmd == "devices") {
     try {
-      return cmd_models();
+      return cmd == "models" ? cmd_models() : cmd_devices();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "hetrain: error: %s\n", e.what());
       return 1;

@@ -98,6 +98,7 @@ class Trainer {
     std::printf("model: %s, %lld parameters; global batch %lld, %lld steps/epoch, %d epoch(s), peak lr %.4g\n",
                 cfg_.model.c_str(), (long long)s_.model->param_count(), (long long)cfg_.global_batch,
                 (long long)s_.plan->steps_per_epoch(), cfg_.epochs, s_.schedule->peak_lr());
+    std::printf("gradients: %s reduction%s\n", s_.comm->name(), cfg_.tf32 ? "; TF32 allowed on GPUs" : "");
     if (s_.emulator.active()) std::printf("%s\n", s_.emulator.describe().c_str());
     if (!s_.fixed_split.empty())
       std::printf("balance: fixed split %s\n", join(s_.fixed_split).c_str());

@@ -21,6 +21,9 @@ check speeds-wrong-length "emulate-speed" "${S[@]}" --global-batch 32 --emulate-
 check more-ranks-than-samples "fewer than the 4" --synthetic 3 --global-batch 4
 check split-wrong-sum "split" "${S[@]}" --global-batch 32 --split 1,2,3,4
 check missing-data "nope.h5" --data "$TMP/nope.h5"
+check diverged "NaN/Inf" "${S[@]}" --global-batch 32 --lr 1e12 --momentum 0
+check bad-device "device must be" "${S[@]}" --global-batch 32 --device tpu
+"$HETRAIN" devices >/dev/null 2>&1 || check cuda-without-gpu "device cuda: no CUDA device" "${S[@]}" --global-batch 32 --device cuda
 # Ranks that parsed different configurations fail fast, naming the rank that differs.
 timeout 120 mpirun -n 3 bash -c 'exec '"$HETRAIN"' train --model mlp --synthetic 256 --synthetic-shape 1,8,8 \
   --max-steps 3 --quiet --global-batch 30 --seed $((OMPI_COMM_WORLD_RANK == 2 ? 7 : 1))' >"$TMP/cfg.out" 2>"$TMP/cfg.err"

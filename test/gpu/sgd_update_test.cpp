@@ -1,9 +1,13 @@
 // test/gpu/sgd_update_test.cpp — the fused SGD step: its twin against hand-computed values (runs
-// everywhere), then the kernel against the twin over several steps. Tolerance atol 1e-6 + rtol 1e-5: the
-// kernel may contract a·b + c into one FMA where the twin rounds twice.
+// everywhere), then the kernel against the twin over several steps (atol 1e-6 + rtol 1e-5: the twin's
+// operation order is not optim::Sgd's), and optim::Sgd on the GPU against the CPU, bit for bit.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "gpu_test_util.hpp"
+#include "hetrain/nn.hpp"
+#include "hetrain/optim.hpp"
 #include "twins.hpp"
 
 using namespace hetrain;
@@ -81,4 +85,35 @@ TEST(CudaSgd, RejectsMissingVelocity) {
   cuda::SgdStep s;
   s.momentum = 0.9f;
   EXPECT_THROW(cuda::sgd_update(p.data(), nullptr, g.data(), nullptr, 4, s, nullptr), Error);
+}
+
+// optim::Sgd on the GPU (this kernel) against optim::Sgd on the CPU, bit for bit: in a job mixing CPU and
+// GPU ranks both apply the same reduced gradient, and the replicas must stay identical.
+TEST(CudaSgdUpdate, OptimizerMatchesCpuBitForBit) {
+  HT_REQUIRE_GPU();
+  for (bool nesterov : {false, true}) {
+    SCOPED_TRACE(nesterov ? "nesterov" : "momentum");
+    auto make = [] {
+      auto pb = std::make_unique<nn::ParamBuffer>();
+      pb->declare("w", {1000, 37}, nn::ParamKind::ConvWeight);
+      pb->declare("b", {1000}, nn::ParamKind::Bias);
+      pb->finalize();
+      auto v = gpu_test::random_floats(size_t(pb->count()), 5), g = gpu_test::random_floats(size_t(pb->count()), 6);
+      std::copy(v.begin(), v.end(), pb->values().data());
+      std::copy(g.begin(), g.end(), pb->grads().data());
+      return pb;
+    };
+    auto cpu = make(), gpu = make();
+    gpu->to(Device::CUDA);
+    optim::SgdConfig c;
+    c.momentum = 0.9f, c.nesterov = nesterov, c.weight_decay = 5e-4f, c.decay_bn_and_bias = false;
+    optim::Sgd cpu_sgd(*cpu, c), gpu_sgd(*gpu, c);
+    for (int step = 0; step < 3; ++step) {
+      cpu_sgd.step(*cpu, 0.1f / float(step + 1));
+      gpu_sgd.step(*gpu, 0.1f / float(step + 1));
+    }
+    Tensor back = gpu->values().to(Device::CPU);
+    expect_close("parameters", std::vector<float>(back.data(), back.data() + back.numel()),
+                 std::vector<float>(cpu->values().data(), cpu->values().data() + cpu->count()), 0, 0);
+  }
 }
