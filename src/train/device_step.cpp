@@ -125,7 +125,9 @@ void DeviceLoss::read(double* loss_sum, double* correct) {
 
 int64_t count_nonfinite(const Tensor& t) {
   if (t.device() == Device::CUDA) {
-    cuda::DeviceBuffer<int64_t> count(1);
+    // One counter for the process: allocating (and freeing, which synchronises the device) every step
+    // would cost more than the count.
+    static cuda::DeviceBuffer<int64_t> count(1);
     cuda::memset_zero(count.data(), sizeof(int64_t));
     cuda::count_nonfinite(count.data(), t.data(), t.numel(), nullptr);
     return count.download()[0];
