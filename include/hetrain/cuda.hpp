@@ -184,7 +184,8 @@ class NcclCommunicator {
 // NCHW float convolution through cuDNN with the same contract as cpu::conv2d_*: forward overwrites out and
 // adds bias; backward overwrites din (when non-null) and ACCUMULATES dweight and dbias (dbias may be null).
 // The algorithms are chosen once per shape (cached for the process) among those whose workspace fits
-// max_workspace_bytes. TF32 tensor-core math is allowed only when allow_tf32 is true.
+// max_workspace_bytes. TF32 tensor-core math is allowed only when allow_tf32 is true. All convolutions on a
+// device share one workspace: never run two of them at the same time on different streams.
 struct CudnnConvOptions {
   size_t max_workspace_bytes = size_t(256) << 20;
   bool allow_tf32 = false;

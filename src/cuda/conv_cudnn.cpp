@@ -2,8 +2,9 @@
 //
 // Algorithms are measured once per shape with cudnnFind*Algorithm and cached for the process: a ResNet
 // repeats a handful of shapes, and measuring costs far more than a step. Only algorithms whose workspace
-// fits the bound are considered, and one workspace (the largest the three chosen algorithms need) is kept
-// per layer. The contract is cpu::conv2d_*'s: forward overwrites, dweight/dbias accumulate (beta = 1).
+// fits the bound are considered. All convolutions of a device share one workspace, grown to the largest
+// need: layers run one after another on one stream, so a ResNet-50 holds one layer's workspace instead of
+// the sum over its 53 convolutions (each up to the bound). The contract is cpu::conv2d_*'s: forward overwrites, dweight/dbias accumulate (beta = 1).
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -28,6 +29,23 @@ using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, bool, b
 std::mutex g_cache_mutex;
 std::map<Key, Algos> g_cache;
 
+// The current device's shared workspace, at least `bytes` long. Growing it frees the old block first:
+// cudaFree waits for the device, so no convolution still running can be using it.
+char* shared_workspace(size_t bytes) {
+  static std::mutex mu;
+  static std::map<int, DeviceBuffer<char>> by_device;
+  if (bytes == 0) return nullptr;
+  int dev = 0;
+  HT_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  DeviceBuffer<char>& ws = by_device[dev];
+  if (ws.size() < bytes) {
+    ws = DeviceBuffer<char>();
+    ws = DeviceBuffer<char>(bytes);
+  }
+  return ws.data();
+}
+
 // The fastest result that succeeded, fits the workspace bound, is deterministic (if asked) and, without
 // TF32, runs in plain FP32 FMA math (CUDNN_DEFAULT_MATH may use TF32 tensor cores for float data).
 template <typename Perf>
@@ -50,7 +68,6 @@ struct CudnnConv2d::Impl {
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv_fwd = nullptr, conv_bwd_data = nullptr, conv_bwd_filter = nullptr;
   Algos algos{};
-  DeviceBuffer<char> workspace;
 
   ~Impl() {
     if (x) cudnnDestroyTensorDescriptor(x);
@@ -141,7 +158,7 @@ CudnnConv2d::CudnnConv2d(const cpu::Conv2dGeom& g, const CudnnConvOptions& optio
   HT_CUDNN_CHECK(cudnnSetConvolutionMathType(m.conv_fwd, m.algos.fwd_math));
   HT_CUDNN_CHECK(cudnnSetConvolutionMathType(m.conv_bwd_data, m.algos.bwd_data_math));
   HT_CUDNN_CHECK(cudnnSetConvolutionMathType(m.conv_bwd_filter, m.algos.bwd_filter_math));
-  if (m.algos.workspace) m.workspace = DeviceBuffer<char>(m.algos.workspace);
+  shared_workspace(m.algos.workspace);  // allocate now: out-of-memory shows up here, not mid-step
 }
 
 CudnnConv2d::~CudnnConv2d() = default;
@@ -152,8 +169,9 @@ void CudnnConv2d::forward(float* out, const float* in, const float* weight, cons
   cudnnHandle_t h = detail::cudnn_handle();
   HT_CUDNN_CHECK(cudnnSetStream(h, stream));
   const float one = 1.0f, zero = 0.0f;
-  HT_CUDNN_CHECK(cudnnConvolutionForward(h, &one, m.x, in, m.w, weight, m.conv_fwd, m.algos.fwd, m.workspace.data(),
-                                         m.workspace.size(), &zero, m.y, out));
+  char* ws = shared_workspace(m.algos.workspace);
+  HT_CUDNN_CHECK(cudnnConvolutionForward(h, &one, m.x, in, m.w, weight, m.conv_fwd, m.algos.fwd, ws,
+                                         m.algos.workspace, &zero, m.y, out));
   if (bias) HT_CUDNN_CHECK(cudnnAddTensor(h, &one, m.bias, bias, &one, m.y, out));
 }
 
@@ -164,11 +182,12 @@ void CudnnConv2d::backward(float* din, float* dweight, float* dbias, const float
   cudnnHandle_t h = detail::cudnn_handle();
   HT_CUDNN_CHECK(cudnnSetStream(h, stream));
   const float one = 1.0f, zero = 0.0f;
+  char* ws = shared_workspace(m.algos.workspace);
   if (din)
     HT_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, m.w, weight, m.y, dout, m.conv_bwd_data, m.algos.bwd_data,
-                                                m.workspace.data(), m.workspace.size(), &zero, m.x, din));
+                                                ws, m.algos.workspace, &zero, m.x, din));
   HT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, m.x, in, m.y, dout, m.conv_bwd_filter, m.algos.bwd_filter,
-                                                m.workspace.data(), m.workspace.size(), &one, m.w, dweight));
+                                                ws, m.algos.workspace, &one, m.w, dweight));
   if (dbias) HT_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, m.y, dout, &one, m.bias, dbias));
 }
 
