@@ -25,57 +25,64 @@ DeviceInput::~DeviceInput() {
   }
   cuda::event_destroy(copied_);
   cuda::stream_destroy(copy_stream_);
-  cuda::host_pinned_free(pinned_images_);
-  cuda::host_pinned_free(pinned_ints_);
+  for (Slot& slot : slots_) {
+    cuda::host_pinned_free(slot.pinned_images);
+    cuda::host_pinned_free(slot.pinned_ints);
+  }
 }
 
-void DeviceInput::reserve(int64_t n) {
-  if (n <= capacity_) return;
+void DeviceInput::reserve(Slot& slot, int64_t n) {
+  if (n <= slot.capacity) return;
   cuda::stream_synchronize(copy_stream_);
-  cuda::host_pinned_free(pinned_images_);
-  cuda::host_pinned_free(pinned_ints_);
-  pinned_images_ = nullptr, pinned_ints_ = nullptr;
+  cuda::device_synchronize();  // the old device buffers may still be read by the compute stream
+  cuda::host_pinned_free(slot.pinned_images);
+  cuda::host_pinned_free(slot.pinned_ints);
+  slot.pinned_images = nullptr, slot.pinned_ints = nullptr;
   const size_t sample = size_t(info_.sample_bytes());
-  pinned_images_ = static_cast<uint8_t*>(cuda::host_pinned_alloc(size_t(n) * sample));
-  pinned_ints_ = static_cast<int32_t*>(cuda::host_pinned_alloc(size_t(n) * 4 * sizeof(int32_t)));
-  images_ = cuda::DeviceBuffer<uint8_t>(size_t(n) * sample);
-  labels_ = cuda::DeviceBuffer<int32_t>(size_t(n));
-  crop_flip_ = cuda::DeviceBuffer<int32_t>(size_t(n) * 3);
-  capacity_ = n;
+  slot.pinned_images = static_cast<uint8_t*>(cuda::host_pinned_alloc(size_t(n) * sample));
+  slot.pinned_ints = static_cast<int32_t*>(cuda::host_pinned_alloc(size_t(n) * 4 * sizeof(int32_t)));
+  slot.images = cuda::DeviceBuffer<uint8_t>(size_t(n) * sample);
+  slot.labels = cuda::DeviceBuffer<int32_t>(size_t(n));
+  slot.crop_flip = cuda::DeviceBuffer<int32_t>(size_t(n) * 3);
+  slot.floats = Tensor({n * info_.channels * info_.height * info_.width}, Device::CUDA);
+  slot.capacity = n;
 }
 
-Tensor DeviceInput::upload(const data::Batch& batch) {
+DeviceInput::Uploaded DeviceInput::upload(const data::Batch& batch) {
   const int64_t n = int64_t(batch.labels.size());
   const size_t sample = size_t(info_.sample_bytes());
   HT_CHECK(batch.raw.size() == size_t(n) * sample, "internal: a raw batch of ", n, " samples holds ",
            batch.raw.size(), " bytes, expected ", size_t(n) * sample);
   HT_CHECK(batch.crop_flip.size() == size_t(n) * 3, "internal: a raw batch of ", n, " samples has ",
            batch.crop_flip.size() / 3, " crop/flip entries");
-  reserve(std::max<int64_t>(n, 1));
-  // The previous upload's copies read the pinned buffers: they must be done before we overwrite them.
+  Slot& slot = slots_[next_slot_];
+  next_slot_ ^= 1;
+  reserve(slot, std::max<int64_t>(n, 1));
+  // This slot was last used two uploads ago: its copy has long finished (the normalisation that waited
+  // for it ran before that step's loss was read back), and so has the step that read its floats. The
+  // synchronisation only makes that certain before the pinned memory is overwritten.
   cuda::stream_synchronize(copy_stream_);
-  std::memcpy(pinned_images_, batch.raw.data(), batch.raw.size());
-  std::memcpy(pinned_ints_, batch.labels.data(), size_t(n) * sizeof(int32_t));
-  std::memcpy(pinned_ints_ + n, batch.crop_flip.data(), size_t(n) * 3 * sizeof(int32_t));
-  // The device buffers are read by the previous step's normalisation on the compute stream, which has
-  // finished: the trainer read that step's loss back before it asked for this batch.
-  cuda::copy_to_device(images_.data(), pinned_images_, batch.raw.size(), copy_stream_);
-  cuda::copy_to_device(labels_.data(), pinned_ints_, size_t(n) * sizeof(int32_t), copy_stream_);
-  cuda::copy_to_device(crop_flip_.data(), pinned_ints_ + n, size_t(n) * 3 * sizeof(int32_t), copy_stream_);
+  std::memcpy(slot.pinned_images, batch.raw.data(), batch.raw.size());
+  std::memcpy(slot.pinned_ints, batch.labels.data(), size_t(n) * sizeof(int32_t));
+  std::memcpy(slot.pinned_ints + n, batch.crop_flip.data(), size_t(n) * 3 * sizeof(int32_t));
+  cuda::copy_to_device(slot.images.data(), slot.pinned_images, batch.raw.size(), copy_stream_);
+  cuda::copy_to_device(slot.labels.data(), slot.pinned_ints, size_t(n) * sizeof(int32_t), copy_stream_);
+  cuda::copy_to_device(slot.crop_flip.data(), slot.pinned_ints + n, size_t(n) * 3 * sizeof(int32_t), copy_stream_);
   cuda::event_record(copied_, copy_stream_);
-  cuda::stream_wait_event(nullptr, copied_);
+  cuda::stream_wait_event(nullptr, copied_);  // the compute stream's next work waits for the copy
 
+  Uploaded out;
+  out.n = n;
+  out.labels = slot.labels.data();
   const Shape shape{n, info_.channels, info_.height, info_.width};
-  if (!floats_.defined() || floats_.numel() < shape_numel(shape))
-    floats_ = Tensor({std::max<int64_t>(capacity_, n) * info_.channels * info_.height * info_.width}, Device::CUDA);
-  Tensor images = floats_.slice0(0, shape_numel(shape)).reshape(shape);
-  if (n == 0) return images;
+  out.images = slot.floats.slice0(0, shape_numel(shape)).reshape(shape);
+  if (n == 0) return out;
   cuda::ImageGeom g;
   g.N = int(n), g.C = info_.channels, g.H = info_.height, g.W = info_.width;
   g.out_h = info_.height, g.out_w = info_.width, g.pad = batch.crop_pad;
   for (int c = 0; c < info_.channels; ++c) g.mean[c] = info_.mean[c], g.std[c] = info_.std[c];
-  cuda::normalize_crop_flip(images.data(), images_.data(), crop_flip_.data(), g, nullptr);
-  return images;
+  cuda::normalize_crop_flip(out.images.data(), slot.images.data(), slot.crop_flip.data(), g, nullptr);
+  return out;
 }
 
 // ---------------------------------------------------------------- loss

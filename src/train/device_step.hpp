@@ -14,29 +14,37 @@
 
 namespace hetrain::train {
 
+// Two slots, used in turn, so the trainer can upload step k+1's batch while step k still computes: the
+// copy runs on a copy stream next to the compute stream, into the slot step k does not use.
 class DeviceInput {
  public:
+  struct Uploaded {
+    Tensor images;                    // float [n, C, H, W] on the device
+    const int32_t* labels = nullptr;  // [n] on the device
+    int64_t n = 0;
+  };
   explicit DeviceInput(const data::DatasetInfo& info);
   ~DeviceInput();
   DeviceInput(const DeviceInput&) = delete;
   DeviceInput& operator=(const DeviceInput&) = delete;
-  // Copies the raw batch into pinned memory and from there to the device on a copy stream (asynchronous:
-  // it overlaps whatever the GPU still runs from the previous step); the normalisation kernel, on the
-  // compute stream, waits for the copy. Returns float images [n, C, H, W] on the device, valid until the
-  // next upload(); labels() then points at the batch's labels on the device.
-  Tensor upload(const data::Batch& batch);
-  const int32_t* labels() const { return labels_.data(); }
+  // Copies the raw batch into the next slot's pinned memory and from there to the device on the copy
+  // stream (asynchronous); the normalisation kernel, enqueued on the compute stream, waits for the copy.
+  // The result stays valid until the upload after next (the other slot is then in use).
+  Uploaded upload(const data::Batch& batch);
 
  private:
-  void reserve(int64_t n);
+  struct Slot {
+    int64_t capacity = 0;  // samples
+    uint8_t* pinned_images = nullptr;
+    int32_t* pinned_ints = nullptr;  // labels, then crop_flip
+    cuda::DeviceBuffer<uint8_t> images;
+    cuda::DeviceBuffer<int32_t> labels, crop_flip;
+    Tensor floats;
+  };
+  void reserve(Slot& slot, int64_t n);
   data::DatasetInfo info_;
-  int64_t capacity_ = 0;  // samples
-  // Pinned staging: images, then labels and crop_flip as int32 (one copy each).
-  uint8_t* pinned_images_ = nullptr;
-  int32_t* pinned_ints_ = nullptr;
-  cuda::DeviceBuffer<uint8_t> images_;
-  cuda::DeviceBuffer<int32_t> labels_, crop_flip_;
-  Tensor floats_;
+  Slot slots_[2];
+  int next_slot_ = 0;
   CudaStream copy_stream_ = nullptr;
   CudaEvent copied_ = nullptr;
 };

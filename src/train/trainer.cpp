@@ -8,6 +8,7 @@
 #include <deque>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "hetrain/dist.hpp"
@@ -160,12 +161,20 @@ class Trainer {
   // GPU ranks take uint8 batches and augment on the device (train/device_step.hpp).
   data::BatchForm batch_form() const { return on_gpu() ? data::BatchForm::Raw : data::BatchForm::Float; }
 
-  // Forward, loss and backward of one local batch on this rank's device; returns Σ loss and #correct.
-  void forward_backward(const data::Batch& batch, int64_t b, double* loss_sum, double* correct) {
+  // Forward, loss and backward of one local batch; returns Σ loss and #correct. On a GPU the batch was
+  // uploaded already (`input`), and while this step runs there the next step's batch is uploaded into
+  // the other slot; the seconds spent waiting for it from the reader are added to *data_wait.
+  void forward_backward(const data::Batch& batch, const DeviceInput::Uploaded& input, int64_t b, double* loss_sum,
+                        double* correct, double* data_wait) {
     if (on_gpu()) {
-      Tensor images = s_.input->upload(batch);
-      Tensor logits = s_.model->forward(images, /*training=*/true);
-      s_.model->backward(s_.loss->compute(logits, s_.input->labels(), cfg_.label_smoothing, true));
+      Tensor logits = s_.model->forward(input.images, /*training=*/true);
+      s_.model->backward(s_.loss->compute(logits, input.labels, cfg_.label_smoothing, true));
+      if (!queue_.empty()) {  // the next step's request was submitted long ago: take it now
+        auto wait_start = Clock::now();
+        data::Batch next = s_.train->next();
+        *data_wait += seconds_since(wait_start);
+        staged_ = s_.input->upload(next);
+      }
       s_.loss->read(loss_sum, correct);  // waits for the GPU, so the measured compute time is real
       return;
     }
@@ -184,20 +193,30 @@ class Trainer {
 
   StepRecord train_step(const PlannedStep& plan, Totals& window) {
     auto step_start = Clock::now();
-    data::Batch batch = s_.train->next();
+    data::Batch batch;
+    DeviceInput::Uploaded input;
+    if (staged_) {  // GPU: uploaded during the previous step
+      input = *staged_;
+      staged_.reset();
+    } else {
+      batch = s_.train->next();
+      if (on_gpu()) input = s_.input->upload(batch);
+    }
     StepTimes mine;
     mine.wait = seconds_since(step_start);
     const int64_t b = plan.local_batch();
     HT_CHECK(!(world_.rank() == s_.fail_rank && plan.global_step == s_.fail_step),
              "failure injected by --debug-fail-at at step ", plan.global_step);
-    HT_CHECK(int64_t(batch.labels.size()) == b, "internal: batch of ", batch.labels.size(), " samples for a share of ", b);
+    const int64_t got = on_gpu() ? input.n : int64_t(batch.labels.size());
+    HT_CHECK(got == b, "internal: batch of ", got, " samples for a share of ", b);
 
     auto compute_start = Clock::now();
     nn::ParamBuffer& params = s_.model->params();
     params.grads().zero();
-    double loss_sum = 0, correct = 0;
-    if (b > 0) forward_backward(batch, b, &loss_sum, &correct);
-    mine.compute = seconds_since(compute_start);
+    double loss_sum = 0, correct = 0, next_wait = 0;
+    if (b > 0) forward_backward(batch, input, b, &loss_sum, &correct, &next_wait);
+    mine.compute = seconds_since(compute_start) - next_wait;
+    mine.wait += next_wait;
     mine.compute += s_.emulator.apply(world_.rank(), plan.global_step, mine.compute);
     mine.batch = double(b);
 
@@ -305,8 +324,9 @@ class Trainer {
       const int64_t b = int64_t(idx.size());
       t.count += double(b);
       if (on_gpu()) {
-        Tensor logits = s_.model->forward(s_.val_input->upload(batch), /*training=*/false);
-        s_.loss->compute(logits, s_.val_input->labels(), 0.0f, /*want_gradient=*/false);
+        const DeviceInput::Uploaded input = s_.val_input->upload(batch);
+        Tensor logits = s_.model->forward(input.images, /*training=*/false);
+        s_.loss->compute(logits, input.labels, 0.0f, /*want_gradient=*/false);
         double loss_sum = 0, correct = 0;
         s_.loss->read(&loss_sum, &correct);
         t.loss_sum += loss_sum, t.correct += correct;
@@ -353,6 +373,7 @@ class Trainer {
   dist::World& world_;
   Setup s_;
   std::deque<PlannedStep> queue_;
+  std::optional<DeviceInput::Uploaded> staged_;  // GPU: the next step's batch, already on its way
   int64_t next_step_ = 0;
   std::vector<int64_t> last_split_;
   std::unique_ptr<MetricsFile> metrics_;
