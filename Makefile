@@ -226,7 +226,7 @@ demo:
 	@scripts/demo.sh
 
 # GPU checks: the op parity tests (+ benchmarks when built) with results under $(OUT) (default build/gpu-check).
-gpu-check: $(BIN)/test_gpu $(BIN)/bench_train_step
+gpu-check: $(BIN)/test_gpu $(BIN)/bench_train_step $(BIN)/hetrain
 	@scripts/gpu-check.sh $(or $(OUT),build/gpu-check)
 
 # A folder that carries test_gpu, the step benchmark and the shared libraries they need to a bare GPU machine.

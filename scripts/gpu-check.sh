@@ -165,5 +165,21 @@ for tf32 in 0 1; do
 done
 [ -n "$h_line$p_line" ] && echo "  (ratio = hetrain / PyTorch, > 1: hetrain faster; PyTorch: $(field impl "${p_line:-impl=-}"), python $torch_py; raw lines in $step_log)" >>"$summary"
 
+# From the repository, with MPI at hand: a real training run on the GPU(s) (test/e2e/train_gpu.sh: one GPU
+# learns, GPU ranks match a CPU rank, a mixed CPU+GPU job keeps identical replicas). A bundle has no MPI.
+if [ "$root" != "$here" ] && [ -x "$root/build/bin/hetrain" ] && command -v mpirun >/dev/null 2>&1; then
+  if [ $((budget - (SECONDS - started))) -gt 60 ]; then
+    timeout $((budget - (SECONDS - started))) bash "$root/test/e2e/train_gpu.sh" >"$out/train_gpu.log" 2>&1
+    e2e=$?
+    case $e2e in
+      0) report "training on the GPU (test/e2e/train_gpu.sh): passed; $(grep -m1 'validation accuracy' "$out/train_gpu.log")" ;;
+      77) report "training on the GPU: skipped ($(grep -m1 '^SKIP' "$out/train_gpu.log"))" ;;
+      *) report "training on the GPU: FAILED (exit $e2e): $(grep -m1 '^FAIL' "$out/train_gpu.log")"; rc=1 ;;
+    esac
+  else
+    report "training on the GPU: not run (the check's time budget is spent)"
+  fi
+fi
+
 echo "gpu-check: results in $out ($((SECONDS - started)) s)"
 [ $rc -eq 0 ]
