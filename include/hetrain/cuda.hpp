@@ -191,6 +191,9 @@ struct CudnnConvOptions {
   bool allow_tf32 = false;
   bool deterministic = false;  // only algorithms whose results do not depend on scheduling
 };
+// cudnnFind runs so far in this process (each new shape measures its algorithms once, which can take far
+// longer than a step: the trainer keeps such steps out of the balancer's timings). 0 without CUDA.
+int64_t conv_algorithm_searches();
 class CudnnConv2d {
  public:
   CudnnConv2d(const cpu::Conv2dGeom& g, const CudnnConvOptions& options = {});

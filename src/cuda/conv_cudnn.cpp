@@ -5,6 +5,7 @@
 // fits the bound are considered. All convolutions of a device share one workspace, grown to the largest
 // need: layers run one after another on one stream, so a ResNet-50 holds one layer's workspace instead of
 // the sum over its 53 convolutions (each up to the bound). The contract is cpu::conv2d_*'s: forward overwrites, dweight/dbias accumulate (beta = 1).
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -28,6 +29,7 @@ struct Algos {
 using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, bool, bool, size_t>;
 std::mutex g_cache_mutex;
 std::map<Key, Algos> g_cache;
+std::atomic<int64_t> g_searches{0};
 
 // The current device's shared workspace, at least `bytes` long. Growing it frees the old block first:
 // cudaFree waits for the device, so no convolution still running can be using it.
@@ -87,6 +89,7 @@ struct CudnnConv2d::Impl {
   }
 
   Algos choose(cudnnHandle_t h) {
+    ++g_searches;
     Algos a{};
     const size_t max_ws = opt.max_workspace_bytes;
     const int kMax = 16;
@@ -116,6 +119,8 @@ struct CudnnConv2d::Impl {
     return os.str();
   }
 };
+
+int64_t conv_algorithm_searches() { return g_searches.load(); }
 
 CudnnConv2d::CudnnConv2d(const cpu::Conv2dGeom& g, const CudnnConvOptions& options) : impl_(new Impl) {
   HT_CHECK(g.N > 0 && g.C > 0 && g.H > 0 && g.W > 0 && g.K > 0 && g.R > 0 && g.S > 0 && g.stride > 0 && g.pad >= 0,

@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 
+#include "hetrain/cuda.hpp"
 #include "hetrain/dist.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/nn.hpp"
@@ -214,7 +215,10 @@ class Trainer {
     nn::ParamBuffer& params = s_.model->params();
     params.grads().zero();
     double loss_sum = 0, correct = 0, next_wait = 0;
+    const int64_t searches_before = on_gpu() ? cuda::conv_algorithm_searches() : 0;
     if (b > 0) forward_backward(batch, input, b, &loss_sum, &correct, &next_wait);
+    // A step that measured cuDNN algorithms for a new batch size is no sample of this rank's speed.
+    const bool timing_is_typical = !on_gpu() || cuda::conv_algorithm_searches() == searches_before;
     mine.compute = seconds_since(compute_start) - next_wait;
     mine.wait += next_wait;
     mine.compute += s_.emulator.apply(world_.rank(), plan.global_step, mine.compute);
@@ -241,7 +245,7 @@ class Trainer {
     }
 
     if (s_.fixed_split.empty()) {
-      s_.balancer->record(b, mine.compute);
+      if (timing_is_typical) s_.balancer->record(b, mine.compute);
       if (s_.balancer->update(plan.global_step) && world_.rank() == 0 && !cfg_.quiet) {
         std::printf("rebalance: %s\n", s_.balancer->describe(plan.global_step).c_str());
         std::fflush(stdout);

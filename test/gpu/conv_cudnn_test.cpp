@@ -83,3 +83,16 @@ TEST(CudaConv, WorkspaceBoundIsHonoured) {
   cuda::CudnnConv2d conv(geom(2, 8, 12, 12, 8, 3, 3, 1, 1), opt);
   EXPECT_EQ(conv.workspace_bytes(), 0u);
 }
+
+// The search counter the trainer uses to keep algorithm-measuring steps out of the balancer's timings:
+// a new shape searches once, the same shape again is served from the cache.
+TEST(CudaConv, SearchesAreCountedOncePerShape) {
+  HT_REQUIRE_GPU();
+  const int64_t before = cuda::conv_algorithm_searches();
+  { cuda::CudnnConv2d a(geom(3, 5, 9, 9, 7, 3, 3, 1, 1)); }
+  EXPECT_EQ(cuda::conv_algorithm_searches(), before + 1);
+  { cuda::CudnnConv2d b(geom(3, 5, 9, 9, 7, 3, 3, 1, 1)); }
+  EXPECT_EQ(cuda::conv_algorithm_searches(), before + 1);
+  { cuda::CudnnConv2d c(geom(4, 5, 9, 9, 7, 3, 3, 1, 1)); }  // another batch size is another shape
+  EXPECT_EQ(cuda::conv_algorithm_searches(), before + 2);
+}
