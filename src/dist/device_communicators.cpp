@@ -33,25 +33,21 @@ std::unique_ptr<Communicator> make_gradient_communicator(MPI_Comm comm, Device m
 }
 
 // ---------------------------------------------------------------- NCCL
-struct NcclGradCommunicator::Impl {
-  std::unique_ptr<cuda::NcclCommunicator> nccl;
-};
-
-NcclGradCommunicator::NcclGradCommunicator(MPI_Comm comm, double timeout_s) : impl_(std::make_unique<Impl>()) {
+NcclGradCommunicator::NcclGradCommunicator(MPI_Comm comm, double timeout_s) {
   int rank = 0, size = 0;
   HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   HT_MPI_CHECK(MPI_Comm_size(comm, &size));
   cuda::NcclIdBytes id{};
   if (rank == 0) id = cuda::nccl_unique_id();
   HT_MPI_CHECK(MPI_Bcast(id.data(), int(id.size()), MPI_BYTE, 0, comm));
-  impl_->nccl = std::make_unique<cuda::NcclCommunicator>(rank, size, id, timeout_s);
+  nccl_ = std::make_unique<cuda::NcclCommunicator>(rank, size, id, timeout_s);
 }
 
 NcclGradCommunicator::~NcclGradCommunicator() = default;
 
 // The layers work on the legacy default stream (nullptr): the reduction waits for it, and returns when done.
 void NcclGradCommunicator::allreduce_sum(float* device_data, int64_t n) {
-  impl_->nccl->allreduce_sum(device_data, n, nullptr);
+  nccl_->allreduce_sum(device_data, n, nullptr);
 }
 
 void NcclGradCommunicator::weighted_allreduce(float* device_grads, int64_t n, double weight) {
@@ -71,7 +67,7 @@ HostStagedCommunicator::~HostStagedCommunicator() { cuda::host_pinned_free(pinne
 float* HostStagedCommunicator::stage(const float* device_data, int64_t n) {
   if (n > capacity_) {
     cuda::host_pinned_free(pinned_);
-    pinned_ = nullptr;
+    pinned_ = nullptr, capacity_ = 0;  // consistent even if the allocation below throws
     pinned_ = static_cast<float*>(cuda::host_pinned_alloc(size_t(n) * sizeof(float)));
     capacity_ = n;
   }

@@ -37,7 +37,7 @@ void DeviceInput::reserve(Slot& slot, int64_t n) {
   cuda::device_synchronize();  // the old device buffers may still be read by the compute stream
   cuda::host_pinned_free(slot.pinned_images);
   cuda::host_pinned_free(slot.pinned_ints);
-  slot.pinned_images = nullptr, slot.pinned_ints = nullptr;
+  slot.pinned_images = nullptr, slot.pinned_ints = nullptr, slot.capacity = 0;  // consistent if allocation throws
   const size_t sample = size_t(info_.sample_bytes());
   slot.pinned_images = static_cast<uint8_t*>(cuda::host_pinned_alloc(size_t(n) * sample));
   slot.pinned_ints = static_cast<int32_t*>(cuda::host_pinned_alloc(size_t(n) * 4 * sizeof(int32_t)));
@@ -98,7 +98,7 @@ Tensor DeviceLoss::compute(const Tensor& logits, const int32_t* device_labels, f
   if (n > capacity_) {
     cuda::stream_synchronize(nullptr);  // pending copies into the old pinned buffer
     cuda::host_pinned_free(pinned_loss_);
-    pinned_loss_ = nullptr;
+    pinned_loss_ = nullptr, capacity_ = 0;  // consistent even if the allocation below throws
     pinned_loss_ = static_cast<float*>(cuda::host_pinned_alloc(size_t(n) * sizeof(float)));
     row_loss_ = cuda::DeviceBuffer<float>(size_t(n));
     capacity_ = n;

@@ -14,6 +14,10 @@
 
 #include "hetrain/tensor.hpp"
 
+namespace hetrain::cuda {
+class NcclCommunicator;
+}
+
 namespace hetrain::dist {
 
 class Communicator {
@@ -69,8 +73,7 @@ class NcclGradCommunicator : public Communicator {
   void weighted_allreduce(float* device_grads, int64_t n, double weight) override;
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<cuda::NcclCommunicator> nccl_;
 };
 
 // A GPU rank in a job reduced over MPI: copies the device buffer to pinned host memory, lets `host`
