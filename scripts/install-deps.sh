@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Installs the Debian packages hetrain needs. Idempotent: installs only what is missing.
-# Usage: scripts/install-deps.sh [--with-python]   (adds numpy, h5py and PyTorch for the benchmarks)
+# Everything `make test` and `make demo` use is installed, the Python side (numpy, h5py, PyTorch: the
+# dataset and checkpoint tests read files with h5py and load exported models into PyTorch) included.
+# Usage: scripts/install-deps.sh [--with-python]   (accepted for older scripts; Python is always installed)
 set -euo pipefail
 
 core=(build-essential pkg-config libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libhdf5-dev hdf5-tools
       libboost-program-options-dev libopenblas-dev libopenblas0-openmp zlib1g-dev libturbojpeg0-dev libpng-dev
-      libgtest-dev libbenchmark-dev dataset-fashion-mnist python3
+      libgtest-dev libbenchmark-dev dataset-fashion-mnist python3 python3-numpy python3-h5py python3-torch
       slurmctld slurmd slurm-client munge)
 extra=()
 for arg in "$@"; do
   case "$arg" in
-    --with-python) extra+=(python3-numpy python3-h5py python3-torch) ;;
+    --with-python) ;;
     *) echo "install-deps: unknown option '$arg' (only --with-python is known)" >&2; exit 2 ;;
   esac
 done
