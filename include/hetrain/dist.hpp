@@ -5,8 +5,12 @@
 //   dist/balance.hpp       cost model, split solver, balancing decisions (pure, no MPI)
 //   dist/balancer.hpp      the Balancer every rank calls each step (allgathers fitted models)
 //   dist/emulate.hpp       emulated heterogeneity (sleeps) for tests and benchmarks
+//   dist/agreement.hpp     one rank's failure becomes an error every rank throws
+//   dist/arrival.hpp       the per-step agreement of all ranks, with a stall watchdog
 #pragma once
 
+#include "hetrain/dist/agreement.hpp"
+#include "hetrain/dist/arrival.hpp"
 #include "hetrain/dist/balance.hpp"
 #include "hetrain/dist/balancer.hpp"
 #include "hetrain/dist/communicator.hpp"

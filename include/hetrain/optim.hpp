@@ -50,6 +50,8 @@ class LrSchedule {
   LrSchedule(const ScheduleConfig& config, int64_t global_batch, int64_t total_steps);
   float peak_lr() const { return peak_lr_; }
   float at(int64_t step) const;  // step counts from 0
+  const ScheduleConfig& config() const { return config_; }
+  int64_t total_steps() const { return total_steps_; }
 
  private:
   ScheduleConfig config_;

@@ -11,6 +11,10 @@
 
 namespace hetrain::train {
 
+// Exit status of a run that a stop signal (SIGTERM, SIGUSR1, SIGINT) ended early after writing its
+// checkpoint (sysexits' EX_TEMPFAIL): `--resume auto` continues it; jobs/train.sbatch requeues on it.
+constexpr int kExitStoppedForResume = 75;
+
 struct TrainConfig {
   // data
   std::string data_path;          // HDF5 dataset (or shard index); empty with synthetic > 0
@@ -28,7 +32,8 @@ struct TrainConfig {
   std::string model = "resnet20";
   int64_t global_batch = 128;
   int epochs = 1;
-  int64_t max_steps = 0;          // > 0: stop after this many steps (benchmarks, demos)
+  int64_t max_steps = 0;          // > 0: train this many steps; the LR schedule is fitted to them
+  int64_t stop_at_step = 0;       // > 0: end after this global step as if preempted; the schedule is the full run's
   float lr = 0.1f;
   bool linear_scaling = false;
   float warmup_epochs = 0.0f;
@@ -53,6 +58,14 @@ struct TrainConfig {
   std::string emulate_schedule;     // "STEP:RANK:SPEED,..."
   std::string fixed_split;          // "5,0,17,10": this exact split every step, no balancing (tests)
 
+  // checkpoints and resume (docs/checkpoint-format.md)
+  std::string checkpoint_dir;       // where rank 0 writes checkpoint-SSSSSSSS.h5; empty = no checkpoints
+  int64_t checkpoint_every = 0;     // steps between checkpoints; 0 = by time only
+  double checkpoint_minutes = 30;   // minutes between checkpoints; 0 = by steps only
+  int keep_checkpoints = 3;         // newest checkpoints kept
+  std::string resume;               // "" | "auto" (newest usable in checkpoint_dir) | a checkpoint file
+  double stall_timeout = 300;       // seconds a rank may be missing from a step before the job ends; 0 = none
+
   // reporting
   int log_every = 10;
   std::string metrics_path;         // JSON lines, one per step
@@ -70,7 +83,8 @@ struct TrainResult {
   double final_loss = 0;        // mean training loss of the last logged window
   double val_accuracy = -1;     // last validation accuracy, -1 when no validation set
   double samples_per_second = 0;  // over the timed steps (after the first, which warms up)
-  int64_t steps = 0;
+  int64_t steps = 0;            // global steps completed (a resumed run counts from the start of training)
+  bool stopped_by_signal = false;  // SIGTERM, SIGUSR1 or SIGINT ended the run early, after a checkpoint
 };
 
 // Parses "5,0,17,10" into integers; `option` names the flag in errors.
@@ -78,5 +92,23 @@ std::vector<int64_t> parse_int_list(const std::string& text, const char* option)
 
 // Runs training on MPI_COMM_WORLD (MPI must be initialised). Throws hetrain::Error on bad input.
 TrainResult run_training(const TrainConfig& config);
+
+// `hetrain eval`: a checkpoint's model on a dataset, every rank a contiguous share.
+struct EvalConfig {
+  std::string checkpoint;           // a checkpoint file
+  std::string data_path;            // HDF5 dataset, or:
+  int64_t synthetic = 0;            // N synthetic samples of the checkpoint's shape and classes (--seed)
+  uint64_t seed = 1;
+  int64_t batch = 256;              // samples per forward pass on each rank
+  int threads = 1;
+  std::string device = "auto";
+  std::string dump_batch;           // rank 0 writes its first batch's inputs, labels and logits (HDF5)
+  bool quiet = false;
+};
+struct EvalResult {
+  double loss = 0, top1 = 0, top5 = -1;  // top5 = -1 with fewer than 5 classes
+  int64_t samples = 0;
+};
+EvalResult run_evaluation(const EvalConfig& config);
 
 }  // namespace hetrain::train

@@ -30,17 +30,22 @@ const char* kUsage =
     "\n"
     "Usage:\n"
     "  hetrain train [options]          train a model (run under mpirun/srun for several ranks)\n"
+    "  hetrain eval [options]           evaluate a checkpoint on a dataset (loss, top-1, top-5)\n"
     "  hetrain models                   list the model zoo with parameter counts\n"
     "  hetrain devices                  list the GPUs this process sees (or why it sees none)\n"
-    "  hetrain --help | train --help    this text / every training option\n"
+    "  hetrain --help | train --help    this text / every training option (eval --help: evaluation)\n"
     "\n"
     "Examples:\n"
     "  hetrain train --model resnet20 --synthetic 2048 --global-batch 64 --epochs 2\n"
     "  mpirun -n 4 hetrain train --data train.h5 --val test.h5 --model lenet --global-batch 256 \\\n"
     "      --balance dynamic --emulate-speed 1,1,0.5,0.25\n"
-    "  srun -n 8 hetrain train --data imagenet/index.h5 --model resnet50 --global-batch 512\n"
+    "  srun -n 8 hetrain train --data imagenet/index.h5 --model resnet50 --global-batch 512 \\\n"
+    "      --checkpoint-dir ckpt --resume auto\n"
+    "  hetrain eval --checkpoint ckpt/checkpoint-00001000.h5 --data test.h5\n"
     "\n"
-    "Datasets are HDF5 files made by hetrain-pack (see docs/dataset-format.md).\n";
+    "Exit status: 0 done; 1 error; 2 bad command line; 75 stopped by SIGTERM/SIGUSR1/SIGINT after writing a\n"
+    "checkpoint (continue with --resume auto). Datasets are HDF5 files made by hetrain-pack\n"
+    "(docs/dataset-format.md); checkpoints are described in docs/checkpoint-format.md.\n";
 
 po::options_description train_options(TrainConfig& c, std::string& shape, std::string& milestones) {
   po::options_description data("Data");
@@ -60,7 +65,10 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
       ("model", po::value(&c.model)->default_value("resnet20"), "mlp | lenet | resnet20 | resnet18 | resnet50")
       ("global-batch", po::value(&c.global_batch)->default_value(128), "samples per step over all ranks (B)")
       ("epochs", po::value(&c.epochs)->default_value(1), "passes over the training data")
-      ("max-steps", po::value(&c.max_steps)->default_value(0), "stop after this many steps (0 = no limit)")
+      ("max-steps", po::value(&c.max_steps)->default_value(0),
+       "train only this many steps, the LR schedule fitted to them (0 = epochs x steps per epoch)")
+      ("stop-at-step", po::value(&c.stop_at_step)->default_value(0),
+       "end after this global step as if preempted: checkpoint written, LR schedule of the whole run (0 = off)")
       ("lr", po::value(&c.lr)->default_value(0.1f), "base learning rate")
       ("linear-scaling", po::bool_switch(&c.linear_scaling), "use lr × global-batch / 256 (linear scaling rule)")
       ("warmup-epochs", po::value(&c.warmup_epochs)->default_value(0.0f), "linear warm-up length in epochs")
@@ -87,6 +95,17 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
       ("emulate-speed", po::value(&c.emulate_speed),
        "EMULATE unequal ranks: relative speeds in (0,1], one per rank (rank r sleeps (1/s-1)x its compute time)")
       ("emulate-schedule", po::value(&c.emulate_schedule), "change emulated speeds mid-run: STEP:RANK:SPEED[,...]");
+  po::options_description ckpt("Checkpoints, resume and failures (docs/checkpoint-format.md)");
+  ckpt.add_options()
+      ("checkpoint-dir", po::value(&c.checkpoint_dir), "rank 0 writes DIR/checkpoint-SSSSSSSS.h5 there (created if missing)")
+      ("checkpoint-every", po::value(&c.checkpoint_every)->default_value(0), "a checkpoint every N steps (0 = by time only)")
+      ("checkpoint-minutes", po::value(&c.checkpoint_minutes)->default_value(30.0),
+       "a checkpoint every M minutes (0 = by steps only); always one at the end and on a stop signal")
+      ("keep-checkpoints", po::value(&c.keep_checkpoints)->default_value(3), "newest checkpoints kept in --checkpoint-dir")
+      ("resume", po::value(&c.resume),
+       "auto = continue from the newest checkpoint in --checkpoint-dir that verifies (fresh start if none) | FILE")
+      ("stall-timeout", po::value(&c.stall_timeout)->default_value(300.0),
+       "seconds a rank may be missing from a step before the job ends naming it (0 = wait forever)");
   po::options_description out("Output");
   out.add_options()
       ("log-every", po::value(&c.log_every)->default_value(10), "progress line every N steps")
@@ -98,7 +117,7 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
       ("debug-fail-at", po::value(&c.debug_fail_at), "testing aid: rank RANK fails at step STEP (RANK:STEP)")
       ("help,h", "show this help");
   po::options_description all("hetrain train options");
-  all.add(data).add(model).add(dist).add(out);
+  all.add(data).add(model).add(dist).add(ckpt).add(out);
   return all;
 }
 
@@ -160,13 +179,59 @@ int cmd_train(int argc, char** argv) {
   }
 
   auto& world = hetrain::dist::World::init(&argc, &argv);
+  int status = 0;
   try {
-    hetrain::train::run_training(cfg);
+    if (hetrain::train::run_training(cfg).stopped_by_signal) status = hetrain::train::kExitStoppedForResume;
   } catch (const hetrain::AgreedError& e) {  // every rank has it; rank 0 reports, all exit cleanly
     if (world.rank() == 0) std::fprintf(stderr, "hetrain: error: %s\n", e.message().c_str());
     world.finalize();
     return 1;
   } catch (const std::exception& e) {  // this rank alone: report and end the whole job
+    world.abort(std::string("hetrain: error: ") + e.what(), 1);
+  }
+  world.finalize();
+  return status;
+}
+
+int cmd_eval(int argc, char** argv) {
+  hetrain::train::EvalConfig cfg;
+  po::options_description opts("hetrain eval options");
+  opts.add_options()
+      ("checkpoint", po::value(&cfg.checkpoint), "checkpoint file written by hetrain train")
+      ("data", po::value(&cfg.data_path), "HDF5 dataset made by hetrain-pack")
+      ("synthetic", po::value(&cfg.synthetic)->default_value(0),
+       "evaluate on N synthetic samples of the checkpoint's shape and classes instead of --data")
+      ("seed", po::value(&cfg.seed)->default_value(1), "seed of the synthetic samples")
+      ("batch", po::value(&cfg.batch)->default_value(256), "samples per forward pass on each rank")
+      ("threads", po::value(&cfg.threads)->default_value(1), "CPU threads per rank")
+      ("device", po::value(&cfg.device)->default_value("auto"), "auto | cpu | cuda, as for hetrain train")
+      ("dump-batch", po::value(&cfg.dump_batch),
+       "write rank 0's first batch (inputs as the model saw them, labels, logits) to this HDF5 file")
+      ("quiet", po::bool_switch(&cfg.quiet), "only the result line")
+      ("help,h", "show this help");
+  try {
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+    if (vm.count("help")) {
+      std::cout << "Usage: hetrain eval --checkpoint FILE (--data FILE | --synthetic N) [options]\n"
+                << "Prints loss, top-1 and (with at least 5 classes) top-5 accuracy over every sample; run under\n"
+                << "mpirun/srun to share the samples among ranks.\n\n"
+                << opts << "\n";
+      return 0;
+    }
+    po::notify(vm);
+  } catch (const std::exception& e) {
+    if (launcher_rank() == 0) std::fprintf(stderr, "hetrain: error: %s (see hetrain eval --help)\n", e.what());
+    return 2;
+  }
+  auto& world = hetrain::dist::World::init(&argc, &argv);
+  try {
+    hetrain::train::run_evaluation(cfg);
+  } catch (const hetrain::AgreedError& e) {
+    if (world.rank() == 0) std::fprintf(stderr, "hetrain: error: %s\n", e.message().c_str());
+    world.finalize();
+    return 1;
+  } catch (const std::exception& e) {
     world.abort(std::string("hetrain: error: ") + e.what(), 1);
   }
   world.finalize();
@@ -178,6 +243,7 @@ int cmd_train(int argc, char** argv) {
 int main(int argc, char** argv) {
   const std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "train") return cmd_train(argc - 1, argv + 1);
+  if (cmd == "eval") return cmd_eval(argc - 1, argv + 1);
   if (cmd == "models" || cmd == "devices") {
     try {
       return cmd == "models" ? cmd_models() : cmd_devices();

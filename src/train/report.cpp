@@ -1,5 +1,8 @@
 #include "train/report.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -20,9 +23,11 @@ double StepRecord::balance_efficiency() const {
   return busy / (double(ranks.size()) * step_seconds);
 }
 
-MetricsFile::MetricsFile(const std::string& path) : path_(path), tmp_(path + ".tmp") {
+MetricsFile::MetricsFile(const std::string& path) : path_(path), tmp_(path + ".tmp-" + std::to_string(::getpid())) {
+  struct stat st {};
+  HT_CHECK(::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode), "--metrics ", path, ": not a regular file");
   file_ = std::fopen(tmp_.c_str(), "w");
-  HT_CHECK(file_ != nullptr, "--metrics: cannot write ", tmp_, ": ", std::strerror(errno));
+  HT_CHECK(file_ != nullptr, "--metrics ", path, ": cannot write ", tmp_, ": ", std::strerror(errno));
 }
 
 MetricsFile::~MetricsFile() {
@@ -33,6 +38,7 @@ MetricsFile::~MetricsFile() {
 }
 
 void MetricsFile::write(const StepRecord& r) {
+  if (!file_ || !error_.empty()) return;
   auto list = [&](const char* key, auto field) {
     std::fprintf(file_, ",\"%s\":[", key);
     for (size_t i = 0; i < r.ranks.size(); ++i) std::fprintf(file_, "%s%.6g", i ? "," : "", field(r.ranks[i]));
@@ -46,7 +52,9 @@ void MetricsFile::write(const StepRecord& r) {
   list("compute_s", [](const StepTimes& t) { return t.compute; });
   list("wait_s", [](const StepTimes& t) { return t.wait; });
   list("comm_s", [](const StepTimes& t) { return t.comm; });
-  std::fprintf(file_, "}\n");
+  list("idle_s", [](const StepTimes& t) { return t.idle; });
+  if (std::fprintf(file_, "}\n") < 0 || std::fflush(file_) != 0 || std::ferror(file_))
+    error_ = "--metrics: writing " + tmp_ + " failed: " + std::strerror(errno);
 }
 
 void MetricsFile::close() {
@@ -54,7 +62,9 @@ void MetricsFile::close() {
   bool ok = std::fflush(file_) == 0;
   ok = std::fclose(file_) == 0 && ok;
   file_ = nullptr;
-  HT_CHECK(ok, "--metrics: writing ", tmp_, " failed: ", std::strerror(errno));
+  if (!ok && error_.empty()) error_ = "--metrics: writing " + tmp_ + " failed: " + std::strerror(errno);
+  if (!error_.empty()) std::remove(tmp_.c_str());
+  HT_CHECK(error_.empty(), error_);
   HT_CHECK(std::rename(tmp_.c_str(), path_.c_str()) == 0, "--metrics: cannot rename ", tmp_, " to ", path_, ": ",
            std::strerror(errno));
 }

@@ -13,7 +13,8 @@ struct StepTimes {
   double batch = 0;    // samples this rank computed (b_r)
   double compute = 0;  // forward + backward (+ emulated sleep) seconds
   double wait = 0;     // seconds blocked waiting for the batch
-  double comm = 0;     // seconds in the gradient allreduce
+  double comm = 0;     // seconds in the gradient reduction
+  double idle = 0;     // seconds waiting for the other ranks to arrive at the step's agreement
 };
 
 struct StepRecord {
@@ -27,17 +28,19 @@ struct StepRecord {
   double balance_efficiency() const;
 };
 
-// JSON-lines writer; one object per step. Written to PATH.tmp and renamed at close(), so a crashed run
-// leaves no file that looks complete.
+// JSON-lines writer; one object per step. Written to PATH.tmp-PID and renamed at close(), so a crashed run
+// leaves no file that looks complete and two runs never share a temporary file. Every line is flushed, and
+// a failed write is remembered at once (error()) rather than found at close.
 class MetricsFile {
  public:
-  explicit MetricsFile(const std::string& path);
+  explicit MetricsFile(const std::string& path);  // throws naming the path when it cannot be written
   ~MetricsFile();
   void write(const StepRecord& r);
-  void close();
+  const std::string& error() const { return error_; }  // empty while every write succeeded
+  void close();                                         // throws on a write error, now or earlier
 
  private:
-  std::string path_, tmp_;
+  std::string path_, tmp_, error_;
   std::FILE* file_ = nullptr;
 };
 

@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <sstream>
@@ -32,7 +33,20 @@ std::vector<int64_t> parse_int_list(const std::string& text, const char* option)
   return out;
 }
 
-namespace {
+std::string gib(size_t bytes);
+
+RunIdentity run_identity(const TrainConfig& cfg, const Setup& s) {
+  const auto& info = s.train->info();
+  RunIdentity r;
+  r.model = cfg.model;
+  r.input_shape = {info.channels, info.height, info.width};
+  r.num_classes = info.num_classes;
+  r.global_batch = cfg.global_batch;
+  r.num_samples = info.num_samples;
+  r.steps_per_epoch = s.plan->steps_per_epoch();
+  r.seed = cfg.seed;
+  return r;
+}
 
 std::string gib(size_t bytes) {
   char buf[32];
@@ -40,8 +54,6 @@ std::string gib(size_t bytes) {
   return buf;
 }
 
-// --device: `cpu`; `cuda` = the GPU of this rank's node-local rank, an error without one; `auto` = that GPU
-// when one answers, else the CPU (rank 0 says why in one line; other ranks show it in the rank table).
 void resolve_device(const std::string& requested, int threads, const dist::World& world, Setup& s) {
   const std::string cpu = "cpu (" + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
   const int gpus = requested == "cpu" ? 0 : cuda_device_count();
@@ -60,6 +72,8 @@ void resolve_device(const std::string& requested, int threads, const dist::World
              gib(info.free_bytes) + " free, sm_" + std::to_string(info.cc_major) + std::to_string(info.cc_minor) + ")";
 }
 
+namespace {
+
 // Every check that needs no communication. Same config on every rank → same verdict, except for
 // rank-local facts (a file one node cannot read).
 Setup build_locally(const TrainConfig& cfg, dist::World& world) {
@@ -77,6 +91,29 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
            cfg.label_smoothing);
   HT_CHECK(cfg.last_batch == "drop" || cfg.last_batch == "partial", "--last-batch must be drop or partial, got '",
            cfg.last_batch, "'");
+  HT_CHECK(cfg.synthetic >= 0, "--synthetic must be a positive number of samples, got ", cfg.synthetic);
+  HT_CHECK(cfg.synthetic_val >= 0, "--synthetic-val must not be negative, got ", cfg.synthetic_val);
+  HT_CHECK(std::isfinite(cfg.lr) && cfg.lr > 0, "--lr must be a finite number > 0, got ", cfg.lr);
+  HT_CHECK(std::isfinite(cfg.momentum) && cfg.momentum >= 0, "--momentum must be a finite number >= 0, got ",
+           cfg.momentum);
+  HT_CHECK(std::isfinite(cfg.weight_decay) && cfg.weight_decay >= 0,
+           "--weight-decay must be a finite number >= 0, got ", cfg.weight_decay);
+  HT_CHECK(std::isfinite(cfg.warmup_epochs) && cfg.warmup_epochs >= 0, "--warmup-epochs must be >= 0, got ",
+           cfg.warmup_epochs);
+  HT_CHECK(cfg.max_steps >= 0, "--max-steps must not be negative, got ", cfg.max_steps);
+  HT_CHECK(cfg.stop_at_step >= 0, "--stop-at-step must not be negative, got ", cfg.stop_at_step);
+  HT_CHECK(cfg.checkpoint_every >= 0, "--checkpoint-every must not be negative, got ", cfg.checkpoint_every);
+  HT_CHECK(std::isfinite(cfg.checkpoint_minutes) && cfg.checkpoint_minutes >= 0,
+           "--checkpoint-minutes must be >= 0, got ", cfg.checkpoint_minutes);
+  HT_CHECK(cfg.keep_checkpoints >= 1, "--keep-checkpoints must be at least 1, got ", cfg.keep_checkpoints);
+  HT_CHECK(std::isfinite(cfg.stall_timeout) && cfg.stall_timeout >= 0, "--stall-timeout must be >= 0 seconds, got ",
+           cfg.stall_timeout);
+  HT_CHECK(cfg.resume != "auto" || !cfg.checkpoint_dir.empty(), "--resume auto needs --checkpoint-dir (where to look)");
+  if (!cfg.checkpoint_dir.empty() && world.rank() == 0) {  // rank 0 writes; find out now, not after hours
+    check_writable_folder(cfg.checkpoint_dir, "--checkpoint-dir");
+    for (const std::string& f : remove_stale_temporaries(cfg.checkpoint_dir))
+      s.notes.push_back("checkpoints: removed " + f + " (left by a writer that is gone)");
+  }
   HT_CHECK((cfg.synthetic > 0) != !cfg.data_path.empty(),
            cfg.synthetic > 0 ? "give either --data or --synthetic, not both" : "no training data: give --data FILE or --synthetic N");
 
@@ -143,6 +180,11 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   oc.weight_decay = cfg.weight_decay;
   oc.decay_bn_and_bias = cfg.decay_bn_and_bias;
   s.sgd = std::make_unique<optim::Sgd>(s.model->params(), oc);
+  if (world.rank() == 0) {  // rank 0 reads the checkpoint; make_setup hands it to every rank
+    ResumeChoice choice = load_for_resume(cfg, run_identity(cfg, s), s.model->params(), cfg.canonical());
+    s.resume = std::move(choice.checkpoint);
+    s.notes.insert(s.notes.end(), choice.notes.begin(), choice.notes.end());
+  }
 
   s.emulator = dist::SpeedEmulator(cfg.emulate_speed, cfg.emulate_schedule, n);
   if (!cfg.fixed_split.empty()) {
@@ -233,31 +275,26 @@ void apply_memory_caps(const TrainConfig& cfg, const dist::World& world, Setup& 
 
 Setup make_setup(const TrainConfig& cfg, dist::World& world) {
   Setup s;
-  std::string problem;
-  try {
-    s = build_locally(cfg, world);
-  } catch (const Error& e) {
-    problem = e.message();
-    if (problem.empty()) problem = "unknown error";
-  }
-  // Agree: the lowest rank that failed speaks for all.
-  int mine = problem.empty() ? world.size() : world.rank(), first = 0;
-  HT_MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, world.comm()));
-  if (first < world.size()) {
-    int len = int(problem.size());
-    HT_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, first, world.comm()));
-    problem.resize(len);
-    HT_MPI_CHECK(MPI_Bcast(problem.data(), len, MPI_CHAR, first, world.comm()));
-    // Name the rank only when rank 0 itself was fine (a rank-local problem, e.g. a file one node lacks).
-    std::string where = first > 0 ? "rank " + std::to_string(first) + ": " : "";
-    throw AgreedError(where + problem, __FILE__, __LINE__);
-  }
+  // The lowest rank that failed speaks for all.
+  dist::agree_on(world.comm(), [&] { s = build_locally(cfg, world); });
   try {
     world.check_same_config(cfg.canonical());
   } catch (const Error& e) {  // thrown on every rank
     throw AgreedError(e.message(), __FILE__, __LINE__);
   }
+  // A resume: rank 0's checkpoint reaches every rank before the parameters are compared.
+  CheckpointTensors tensors;
+  int64_t step = 0;
+  if (s.resume) tensors = std::move(s.resume->tensors), step = s.resume->info.global_step;
+  s.resume.reset();
+  if (broadcast_checkpoint(world.comm(), world.rank() == 0 && !tensors.values.empty(), tensors, step,
+                           s.model->params())) {
+    apply_checkpoint(tensors, s.model->params(), s.sgd.get());
+    s.start_step = step;
+  }
   world.check_identical(s.model->params().values().data(), s.model->params().count(), "initial parameters");
+  s.hosts = dist::allgather_strings(world.comm(), world.host());
+  s.arrival = std::make_unique<dist::StepArrival>(world.comm(), s.hosts, cfg.stall_timeout);
   place_on_device(cfg, s);
   s.comm = dist::make_gradient_communicator(world.comm(), s.device_kind, dist::node_oversubscribed(world.local_size()));
   apply_memory_caps(cfg, world, s);

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "hetrain/data.hpp"
@@ -11,6 +13,7 @@
 #include "hetrain/train.hpp"
 #include "train/batch_source.hpp"
 #include "train/device_step.hpp"
+#include "train/resume.hpp"
 
 namespace hetrain::train {
 
@@ -34,7 +37,19 @@ struct Setup {
   std::unique_ptr<DeviceLoss> loss;               // GPU ranks: loss and accuracy on the device
   int fail_rank = -1;                        // --debug-fail-at: injected failure
   int64_t fail_step = -1;
+  int64_t start_step = 0;                    // the first step this process trains (> 0 after a resume)
+  std::vector<std::string> notes;            // rank 0 prints these before training (resume, stale files)
+  std::vector<std::string> hosts;            // every rank's host, for messages
+  std::unique_ptr<dist::StepArrival> arrival;  // the per-step agreement with its stall watchdog
+  std::optional<LoadedCheckpoint> resume;    // rank 0, between reading and sharing it
 };
+
+// The data, model and run facts a checkpoint must match (train/resume.hpp).
+RunIdentity run_identity(const TrainConfig& cfg, const Setup& s);
+
+// --device: `cpu`; `cuda` = the GPU of this rank's node-local rank, an error without one; `auto` = that GPU
+// when one answers, else the CPU (rank 0 says why in one line). Sets device_kind, device, gpu_index.
+void resolve_device(const std::string& requested, int threads, const dist::World& world, Setup& s);
 
 // Validates every input on every rank, then agrees across ranks: if any rank found a problem, every rank
 // throws AgreedError with the message of the lowest failing rank, so rank 0 reports one line and no rank

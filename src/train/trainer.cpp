@@ -1,4 +1,4 @@
-// The synchronous training loop (DESIGN.md "Data flow of one synchronous step").
+// The synchronous training loop (docs/architecture.md, "One synchronous step").
 #include <mpi.h>
 
 #include <algorithm>
@@ -20,8 +20,12 @@
 #include "hetrain/threading.hpp"
 #include "hetrain/train.hpp"
 #include "train/batch_source.hpp"
+#include "train/checkpointer.hpp"
+#include "train/evaluate.hpp"
+#include "train/outputs.hpp"
 #include "train/report.hpp"
 #include "train/setup.hpp"
+#include "train/stop_signals.hpp"
 
 namespace hetrain::train {
 namespace {
@@ -34,7 +38,15 @@ struct PlannedStep {
   int64_t epoch, step_in_epoch, global_step;
   int64_t global_batch;          // B of this step (smaller for a partial last batch)
   std::vector<int64_t> split;    // b_r of every rank, Σ = global_batch
+  std::vector<int64_t> indices;  // this rank's samples (kept for --dump-samples, logged when trained on)
   int64_t local_batch() const { return split[dist::World::get().rank()]; }
+};
+
+// What every rank learns in a step's agreement (dist::StepArrival), summed over the ranks.
+struct StepFlags {
+  double stop = 0;             // ranks that received a stop signal
+  double checkpoint_due = 0;   // rank 0: --checkpoint-minutes have passed
+  double output_failed = 0;    // rank 0: a metrics write failed
 };
 
 // Loss, accuracy, sample count and non-finite gradient values summed over ranks.
@@ -49,11 +61,18 @@ struct Totals {
 
 class Trainer {
  public:
-  explicit Trainer(const TrainConfig& cfg) : cfg_(cfg), world_(dist::World::get()), s_(make_setup(cfg, world_)) {}
+  explicit Trainer(const TrainConfig& cfg)
+      : cfg_(cfg),
+        world_(dist::World::get()),
+        s_(make_setup(cfg, world_)),
+        outputs_(cfg, world_),
+        checkpointer_(cfg, world_),
+        next_step_(s_.start_step) {}
 
   TrainResult run() {
     announce();
     TrainResult result;
+    result.steps = s_.start_step;
     Totals window;  // since the last progress line
     double timed_seconds = 0;
     int64_t timed_samples = 0;
@@ -61,24 +80,42 @@ class Trainer {
     while (!queue_.empty()) {
       PlannedStep plan = queue_.front();
       queue_.pop_front();
-      StepRecord rec = train_step(plan, window);
-      fill_queue();  // request what comes next before logging, so reading overlaps
-      if (plan.global_step > 0) {  // the first step pays one-off costs (allocation, page faults)
+      StepFlags flags;
+      StepRecord rec = train_step(plan, window, flags);
+      if (flags.output_failed > 0) outputs_.fail_agreed();
+      const bool stop_signal = flags.stop > 0;
+      const bool stop_here = cfg_.stop_at_step > 0 && plan.global_step + 1 >= cfg_.stop_at_step;
+      if (!stop_signal && !stop_here) fill_queue();  // request what comes next before logging, so reading overlaps
+      if (plan.global_step > s_.start_step) {  // the first step pays one-off costs (allocation, page faults)
         timed_seconds += rec.step_seconds;
         timed_samples += plan.global_batch;
       }
       if (world_.rank() == 0) report_step(rec, window, result);
-      bool last_of_epoch = queue_.empty() || queue_.front().epoch != plan.epoch;
-      if (last_of_epoch) end_epoch(plan.epoch, result);
       result.steps = plan.global_step + 1;
+      if (result.steps % s_.plan->steps_per_epoch() == 0 || result.steps == s_.total_steps)
+        end_epoch(plan.epoch, result);
+      if (stop_signal || stop_here || checkpointer_.due_by_steps(result.steps) || flags.checkpoint_due > 0)
+        save_checkpoint(result.steps);
+      if (stop_signal || stop_here) {
+        result.stopped_by_signal = stop_signal;
+        if (world_.rank() == 0 && !cfg_.quiet) {
+          std::printf("stopped after step %lld of %lld (%s)%s\n", (long long)result.steps, (long long)s_.total_steps,
+                      stop_signal ? "stop signal" : "--stop-at-step",
+                      checkpointer_.enabled() ? "; continue with --resume auto" : "");
+          std::fflush(stdout);
+        }
+        break;
+      }
     }
-    if (metrics_) metrics_->close();
+    if (checkpointer_.enabled() && checkpointer_.last_step() != result.steps && result.steps > s_.start_step)
+      save_checkpoint(result.steps);  // always one at the end of training
     result.samples_per_second = timed_seconds > 0 ? timed_samples / timed_seconds : 0;
     if (world_.rank() == 0 && !cfg_.quiet)
       std::printf("done: %lld steps, %.1f samples/s (after the first step), final train loss %.4f%s\n",
                   (long long)result.steps, result.samples_per_second, result.final_loss,
                   result.val_accuracy >= 0 ? (", val accuracy " + pct(result.val_accuracy)).c_str() : "");
-    dump_parameters();
+    // Every rank learns whether the outputs were written before anyone finalizes.
+    outputs_.finish(s_.model->params());
     return result;
   }
 
@@ -91,7 +128,10 @@ class Trainer {
 
   void announce() {
     const std::string table = world_.rank_table(s_.device);
-    if (world_.rank() != 0 || cfg_.quiet) return;
+    if (world_.rank() != 0) return;
+    for (const std::string& note : s_.notes) std::printf("%s\n", note.c_str());
+    std::fflush(stdout);
+    if (cfg_.quiet) return;
     const auto& info = s_.train->info();
     std::printf("hetrain: %d rank(s)\n%s", world_.size(), table.c_str());
     std::printf("data: %s — %lld samples, %dx%dx%d, %d classes%s\n", info.path.c_str(),
@@ -101,6 +141,12 @@ class Trainer {
                 cfg_.model.c_str(), (long long)s_.model->param_count(), (long long)cfg_.global_batch,
                 (long long)s_.plan->steps_per_epoch(), cfg_.epochs, s_.schedule->peak_lr());
     std::printf("gradients: %s reduction%s\n", s_.comm->name(), cfg_.tf32 ? "; TF32 allowed on GPUs" : "");
+    if (checkpointer_.enabled())
+      std::printf("checkpoints: %s, every %s, newest %d kept\n", cfg_.checkpoint_dir.c_str(), checkpoint_interval().c_str(),
+                  cfg_.keep_checkpoints);
+    if (s_.start_step > 0)
+      std::printf("resuming at step %lld of %lld (epoch %lld)\n", (long long)s_.start_step, (long long)s_.total_steps,
+                  (long long)(s_.start_step / s_.plan->steps_per_epoch() + 1));
     if (s_.emulator.active()) std::printf("%s\n", s_.emulator.describe().c_str());
     if (!s_.fixed_split.empty())
       std::printf("balance: fixed split %s\n", join(s_.fixed_split).c_str());
@@ -108,6 +154,17 @@ class Trainer {
       std::printf("balance: %s, initial split %s\n", dist::balance_mode_name(s_.balancer->planner().config().mode),
                   join(s_.balancer->split()).c_str());
     std::fflush(stdout);
+  }
+
+  std::string checkpoint_interval() const {
+    std::string out;
+    if (cfg_.checkpoint_every > 0) out = std::to_string(cfg_.checkpoint_every) + " steps";
+    if (cfg_.checkpoint_minutes > 0) {
+      char buf[48];
+      std::snprintf(buf, sizeof buf, "%s%g minutes", out.empty() ? "" : " and ", cfg_.checkpoint_minutes);
+      out += buf;
+    }
+    return (out.empty() ? "never" : out) + " and at the end";
   }
 
   static std::string join(const std::vector<int64_t>& v) {
@@ -151,7 +208,7 @@ class Trainer {
       int64_t offset = 0;
       for (int r = 0; r < world_.rank(); ++r) offset += p.split[r];
       auto indices = s_.plan->slice(p.epoch, p.step_in_epoch, offset, p.local_batch());
-      if (samples_log_) for (int64_t i : indices) *samples_log_ << p.epoch << ' ' << i << '\n';
+      if (outputs_.logs_samples()) p.indices = indices;
       const uint64_t aug_seed = cfg_.seed * 0x9e3779b97f4a7c15ull + uint64_t(p.global_step) * 1000003ull + world_.rank();
       s_.train->submit(std::move(indices), cfg_.augment, aug_seed, batch_form());
       queue_.push_back(std::move(p));
@@ -192,7 +249,7 @@ class Trainer {
     s_.model->backward(dlogits);
   }
 
-  StepRecord train_step(const PlannedStep& plan, Totals& window) {
+  StepRecord train_step(const PlannedStep& plan, Totals& window, StepFlags& flags) {
     auto step_start = Clock::now();
     data::Batch batch;
     DeviceInput::Uploaded input;
@@ -224,6 +281,14 @@ class Trainer {
     mine.compute += s_.emulator.apply(world_.rank(), plan.global_step, mine.compute);
     mine.batch = double(b);
 
+    // Every rank arrives here before the reduction; a rank that never does is named (--stall-timeout).
+    // The wait for slower ranks is idle time, not compute or communication.
+    std::vector<double> agreed = {stop_requests() > 0 ? 1.0 : 0.0,
+                                  world_.rank() == 0 && checkpointer_.due_by_time() ? 1.0 : 0.0,
+                                  world_.rank() == 0 && outputs_.metrics_failed() ? 1.0 : 0.0};
+    mine.idle = s_.arrival->arrive(plan.global_step, agreed);
+    flags = StepFlags{agreed[0], agreed[1], agreed[2]};
+
     auto comm_start = Clock::now();
     s_.comm->weighted_allreduce(params.grads().data(), params.count(), double(b) / double(plan.global_batch));
     // The reduced gradient is the same on every rank; counting its NaN/Inf values rides on the totals'
@@ -244,9 +309,13 @@ class Trainer {
       world_.check_identical(values.data(), params.count(), "parameters");
     }
 
+    outputs_.log_samples(plan.epoch, plan.indices);
     if (s_.fixed_split.empty()) {
+      // The balancer counts the steps of this process: a resumed run calibrates again (its ranks, their
+      // devices and their load may have changed).
+      const int64_t local_step = plan.global_step - s_.start_step;
       if (timing_is_typical) s_.balancer->record(b, mine.compute);
-      if (s_.balancer->update(plan.global_step) && world_.rank() == 0 && !cfg_.quiet) {
+      if (s_.balancer->update(local_step) && world_.rank() == 0 && !cfg_.quiet) {
         std::printf("rebalance: %s\n", s_.balancer->describe(plan.global_step).c_str());
         std::fflush(stdout);
       }
@@ -260,7 +329,8 @@ class Trainer {
     rec.loss = step_totals.loss_sum / std::max(1.0, step_totals.count);
     rec.accuracy = step_totals.correct / std::max(1.0, step_totals.count);
     rec.ranks.resize(world_.size());
-    HT_MPI_CHECK(MPI_Gather(&mine, 4, MPI_DOUBLE, rec.ranks.data(), 4, MPI_DOUBLE, 0, world_.comm()));
+    static_assert(sizeof(StepTimes) == 5 * sizeof(double), "StepTimes travels as 5 doubles");
+    HT_MPI_CHECK(MPI_Gather(&mine, 5, MPI_DOUBLE, rec.ranks.data(), 5, MPI_DOUBLE, 0, world_.comm()));
     rec.step_seconds = seconds_since(step_start);
     window.loss_sum += step_totals.loss_sum;
     window.correct += step_totals.correct;
@@ -269,13 +339,13 @@ class Trainer {
   }
 
   void report_step(const StepRecord& rec, Totals& window, TrainResult& result) {
-    if (metrics_) metrics_->write(rec);
+    outputs_.write_metrics(rec);
     eff_sum_ += rec.balance_efficiency();
     time_sum_ += rec.step_seconds;
     samples_sum_ += rec.global_batch();
     ++window_steps_;
     const bool log_now = cfg_.log_every > 0 && (rec.step + 1) % cfg_.log_every == 0;
-    const bool last = next_step_ >= s_.total_steps && queue_.empty();
+    const bool last = rec.step + 1 == s_.total_steps;
     if (!log_now && !last) return;
     result.final_loss = window.loss_sum / std::max(1.0, window.count);
     if (!cfg_.quiet)
@@ -313,75 +383,54 @@ class Trainer {
     }
   }
 
-  // Each rank evaluates a contiguous share of the validation set, without augmentation.
   Totals evaluate() {
-    const int64_t n = s_.val->info().num_samples, ranks = world_.size(), r = world_.rank();
-    const int64_t begin = n * r / ranks, end = n * (r + 1) / ranks;
-    const int64_t chunk = 256;
-    const int K = s_.val->info().num_classes;
-    Totals t;
-    for (int64_t first = begin; first < end; first += chunk) {
-      std::vector<int64_t> idx;
-      for (int64_t i = first; i < std::min(end, first + chunk); ++i) idx.push_back(i);
-      s_.val->submit(idx, false, 0, batch_form());
-      data::Batch batch = s_.val->next();
-      const int64_t b = int64_t(idx.size());
-      t.count += double(b);
-      if (on_gpu()) {
-        const DeviceInput::Uploaded input = s_.val_input->upload(batch);
-        Tensor logits = s_.model->forward(input.images, /*training=*/false);
-        s_.loss->compute(logits, input.labels, 0.0f, /*want_gradient=*/false);
-        double loss_sum = 0, correct = 0;
-        s_.loss->read(&loss_sum, &correct);
-        t.loss_sum += loss_sum, t.correct += correct;
-        continue;
-      }
-      Tensor logits = s_.model->forward(batch.images, /*training=*/false);
-      Tensor probs({b, K});
-      t.loss_sum += double(cpu::softmax_xent_forward(probs.data(), logits.data(), batch.labels.data(), int(b), K,
-                                                     0.0f)) * b;
-      t.correct += double(cpu::top1_correct(logits.data(), batch.labels.data(), int(b), K));
+    const EvalTotals e = train::evaluate(*s_.model, *s_.val, s_.val_input.get(), world_.comm(), 256);
+    return Totals{e.loss_sum, e.top1, e.count, 0};
+  }
+
+  // Batch-norm statistics are synced first, so the file holds the one set every rank would evaluate with.
+  void save_checkpoint(int64_t steps_done) {
+    sync_running_stats();
+    CheckpointInfo info;
+    const auto& data = s_.train->info();
+    info.model = cfg_.model;
+    info.input_shape = {data.channels, data.height, data.width};
+    info.num_classes = data.num_classes;
+    info.global_step = steps_done;
+    info.steps_per_epoch = s_.plan->steps_per_epoch();
+    info.epoch = steps_done / info.steps_per_epoch;
+    info.step_in_epoch = steps_done % info.steps_per_epoch;
+    info.samples_in_epoch = info.step_in_epoch * cfg_.global_batch;
+    info.global_batch = cfg_.global_batch;
+    info.num_samples = data.num_samples;
+    info.seed = cfg_.seed;
+    info.world_size = world_.size();
+    info.schedule = s_.schedule->config();
+    info.peak_lr = s_.schedule->peak_lr();
+    info.total_steps = s_.total_steps;
+    info.sgd = s_.sgd->config();
+    info.config_text = cfg_.canonical();
+    info.split = last_split_;
+    info.alpha.assign(size_t(world_.size()), 0.0);
+    info.beta.assign(size_t(world_.size()), 0.0);
+    if (s_.balancer) {
+      const auto& models = s_.balancer->planner().models();
+      for (size_t r = 0; r < models.size() && r < info.alpha.size(); ++r)
+        info.alpha[r] = models[r].alpha, info.beta[r] = models[r].beta;
     }
-    t.allreduce(world_.comm());
-    return t;
-  }
-
-  std::string per_rank_path(const std::string& pattern) const {
-    std::string out = pattern;
-    size_t at = out.find("%r");
-    if (at != std::string::npos) out.replace(at, 2, std::to_string(world_.rank()));
-    return out;
-  }
-
-  void dump_parameters() const {
-    if (cfg_.dump_params.empty()) return;
-    const std::string path = per_rank_path(cfg_.dump_params);
-    if (path == cfg_.dump_params && world_.rank() != 0) return;  // one file: rank 0 writes it
-    std::ofstream out(path, std::ios::binary);
-    const Tensor values = s_.model->params().values().to(Device::CPU);
-    out.write(reinterpret_cast<const char*>(values.data()), values.numel() * sizeof(float));
-    HT_CHECK(out.good(), "--dump-params: cannot write ", path);
-  }
-
- public:
-  void open_outputs() {
-    if (!cfg_.metrics_path.empty() && world_.rank() == 0) metrics_ = std::make_unique<MetricsFile>(cfg_.metrics_path);
-    if (!cfg_.dump_samples.empty()) {
-      samples_log_ = std::make_unique<std::ofstream>(per_rank_path(cfg_.dump_samples));
-      HT_CHECK(samples_log_->good(), "--dump-samples: cannot write ", per_rank_path(cfg_.dump_samples));
-    }
+    checkpointer_.write(info, s_.model->params(), *s_.sgd);
   }
 
  private:
   const TrainConfig& cfg_;
   dist::World& world_;
   Setup s_;
+  Outputs outputs_;
+  Checkpointer checkpointer_;
   std::deque<PlannedStep> queue_;
   std::optional<DeviceInput::Uploaded> staged_;  // GPU: the next step's batch, already on its way
   int64_t next_step_ = 0;
   std::vector<int64_t> last_split_;
-  std::unique_ptr<MetricsFile> metrics_;
-  std::unique_ptr<std::ofstream> samples_log_;
   double eff_sum_ = 0, time_sum_ = 0;
   int64_t samples_sum_ = 0, window_steps_ = 0;
 };
@@ -389,8 +438,8 @@ class Trainer {
 }  // namespace
 
 TrainResult run_training(const TrainConfig& config) {
+  install_stop_handlers();
   Trainer trainer(config);
-  trainer.open_outputs();
   return trainer.run();
 }
 

@@ -1,0 +1,37 @@
+// hetrain/dist/arrival.hpp — the per-step agreement every rank passes through, with a stall watchdog.
+//
+// Once per step, before the gradients are reduced, every rank arrives with a few numbers (stop requests
+// from signals, a due checkpoint, a failed output) and gets their sums back: every rank then takes the
+// same decision at the same step boundary. The wait is bounded: a rank that does not arrive within the
+// timeout (stopped with SIGSTOP, hung in I/O, swapped out) is named in one line and the job ends with
+// MPI_Abort, instead of the others waiting forever (docs/architecture.md, "Failures").
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hetrain::dist {
+
+class StepArrival {
+ public:
+  // hosts[r]: rank r's host, for the message. timeout_s <= 0: wait without limit.
+  StepArrival(MPI_Comm comm, std::vector<std::string> hosts, double timeout_s);
+  // Collective. Sums `values` (the same count on every rank) over the ranks, in place. Returns the
+  // seconds this rank waited for the others. When some rank has not arrived after the timeout, rank 0
+  // names it (rank 1 names rank 0 when rank 0 is the missing one) and the job ends with MPI_Abort; the
+  // other ranks end it a little later, should those two be gone too.
+  double arrive(int64_t step, std::vector<double>& values);
+  double timeout() const { return timeout_s_; }
+
+ private:
+  [[noreturn]] void report_stall(int64_t step, const std::vector<int>& missing) const;
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  std::vector<std::string> hosts_;
+  double timeout_s_;
+};
+
+}  // namespace hetrain::dist

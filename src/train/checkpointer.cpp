@@ -1,0 +1,67 @@
+#include "train/checkpointer.hpp"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+
+#include "hetrain/error.hpp"
+
+namespace hetrain::train {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+std::vector<float> host_copy(const Tensor& t) {
+  const Tensor h = t.to(Device::CPU);
+  return std::vector<float>(h.data(), h.data() + h.numel());
+}
+}  // namespace
+
+Checkpointer::Checkpointer(const TrainConfig& cfg, const dist::World& world)
+    : world_(world),
+      dir_(cfg.checkpoint_dir),
+      every_(cfg.checkpoint_every),
+      minutes_(cfg.checkpoint_minutes),
+      keep_(cfg.keep_checkpoints),
+      quiet_(cfg.quiet),
+      last_time_(Clock::now()) {}
+
+bool Checkpointer::due_by_steps(int64_t steps_done) const {
+  return enabled() && every_ > 0 && steps_done % every_ == 0;
+}
+
+bool Checkpointer::due_by_time() const {
+  return enabled() && minutes_ > 0 &&
+         std::chrono::duration<double>(Clock::now() - last_time_).count() >= 60.0 * minutes_;
+}
+
+std::string Checkpointer::write(const CheckpointInfo& info, const nn::ParamBuffer& params, optim::Sgd& sgd) {
+  const auto start = Clock::now();
+  const std::string path = checkpoint_path(dir_, info.global_step);
+  dist::agree_on_root(world_.comm(), [&] {
+    CheckpointTensors t;
+    t.values = host_copy(params.values());
+    t.states = host_copy(params.states());
+    t.momentum = host_copy(sgd.momentum_buffer());
+    t.num_batches_tracked = info.global_step;
+    try {
+      write_checkpoint(path, info, params, t);
+    } catch (const Error& e) {
+      HT_THROW("checkpoint at step ", info.global_step, ": ", e.message(), " (earlier checkpoints in ", dir_,
+               " are intact)");
+    }
+    prune_checkpoints(dir_, keep_);
+  });
+  last_step_ = info.global_step;
+  last_time_ = Clock::now();
+  const double took = std::chrono::duration<double>(last_time_ - start).count();
+  seconds_ += took;
+  if (world_.rank() == 0 && !quiet_) {
+    struct stat st {};
+    const double mb = ::stat(path.c_str(), &st) == 0 ? double(st.st_size) / 1e6 : 0.0;
+    std::printf("checkpoint: %s (%.1f MB, %.2f s)\n", path.c_str(), mb, took);
+    std::fflush(stdout);
+  }
+  return path;
+}
+
+}  // namespace hetrain::train

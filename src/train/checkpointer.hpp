@@ -1,0 +1,43 @@
+// When and how a training run writes its checkpoints (docs/checkpoint-format.md): every N steps, every M
+// minutes, on a stop signal and at the end of training. Rank 0 writes; every rank learns whether it
+// worked, so a full disk is one clear error everywhere, the earlier checkpoints stay, and no rank hangs.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "hetrain/dist.hpp"
+#include "hetrain/optim.hpp"
+#include "hetrain/train.hpp"
+#include "train/checkpoint.hpp"
+
+namespace hetrain::train {
+
+class Checkpointer {
+ public:
+  Checkpointer(const TrainConfig& cfg, const dist::World& world);
+  bool enabled() const { return !dir_.empty(); }
+  // Same answer on every rank.
+  bool due_by_steps(int64_t steps_done) const;
+  // Rank 0's clock only: the trainer agrees on it in the step's agreement.
+  bool due_by_time() const;
+  // Collective. Rank 0 writes checkpoint `info.global_step` and prunes old ones; every rank throws
+  // AgreedError when that failed. Returns the path written.
+  std::string write(const CheckpointInfo& info, const nn::ParamBuffer& params, optim::Sgd& sgd);
+  int64_t last_step() const { return last_step_; }
+  double seconds_spent() const { return seconds_; }
+
+ private:
+  const dist::World& world_;
+  std::string dir_;
+  int64_t every_;
+  double minutes_;
+  int keep_;
+  bool quiet_;
+  std::chrono::steady_clock::time_point last_time_;
+  int64_t last_step_ = -1;
+  double seconds_ = 0;
+};
+
+}  // namespace hetrain::train

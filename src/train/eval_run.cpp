@@ -1,0 +1,153 @@
+// `hetrain eval`: a checkpoint's model over a dataset on any number of ranks (hetrain/train.hpp).
+#include <cstdio>
+#include <mutex>
+
+#include "data/h5util.hpp"
+#include "hetrain/data.hpp"
+#include "hetrain/dist.hpp"
+#include "hetrain/error.hpp"
+#include "hetrain/threading.hpp"
+#include "hetrain/train.hpp"
+#include "train/checkpoint.hpp"
+#include "train/evaluate.hpp"
+#include "train/outputs.hpp"
+#include "train/resume.hpp"
+#include "train/setup.hpp"
+
+namespace hetrain::train {
+
+namespace {
+
+// The model a checkpoint describes, as rank 0 read it; broadcast to every rank.
+struct ModelFacts {
+  std::string name;
+  int64_t shape[3] = {0, 0, 0};
+  int64_t classes = 0;
+};
+
+void broadcast(MPI_Comm comm, ModelFacts& m) {
+  int len = int(m.name.size());
+  HT_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm));
+  m.name.resize(size_t(len));
+  HT_MPI_CHECK(MPI_Bcast(m.name.data(), len, MPI_CHAR, 0, comm));
+  HT_MPI_CHECK(MPI_Bcast(m.shape, 3, MPI_INT64_T, 0, comm));
+  HT_MPI_CHECK(MPI_Bcast(&m.classes, 1, MPI_INT64_T, 0, comm));
+}
+
+void write_dump(const std::string& path, const Tensor& inputs, const std::vector<int32_t>& labels,
+                const Tensor& logits) {
+  namespace h5 = data::h5;
+  const std::string tmp = path + ".tmp";
+  {
+    std::lock_guard<std::mutex> lock(data::hdf5_mutex());
+    h5::quiet();
+    h5::Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    HT_CHECK(file.valid(), "--dump-batch ", path, ": cannot create: ", h5::last_error());
+    auto put = [&](const char* name, const Shape& shape, hid_t file_type, hid_t mem_type, const void* data) {
+      std::vector<hsize_t> dims(shape.begin(), shape.end());
+      h5::Id space(H5Screate_simple(int(dims.size()), dims.data(), nullptr));
+      h5::Id d(H5Dcreate2(file, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+      HT_CHECK(d.valid() && H5Dwrite(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0, "--dump-batch ", path,
+               ": cannot write /", name, ": ", h5::last_error());
+    };
+    put("inputs", inputs.shape(), H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, inputs.data());
+    put("labels", {int64_t(labels.size())}, H5T_STD_I32LE, H5T_NATIVE_INT32, labels.data());
+    put("logits", logits.shape(), H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, logits.data());
+  }
+  HT_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "--dump-batch ", path, ": cannot rename ", tmp);
+}
+
+}  // namespace
+
+EvalResult run_evaluation(const EvalConfig& cfg) {
+  dist::World& world = dist::World::get();
+  ModelFacts facts;
+  std::optional<LoadedCheckpoint> loaded;
+  dist::agree_on(world.comm(), [&] {
+    HT_CHECK(!cfg.checkpoint.empty(), "give --checkpoint FILE (a checkpoint written by hetrain train)");
+    HT_CHECK((cfg.synthetic > 0) != !cfg.data_path.empty(),
+             cfg.synthetic > 0 ? "give either --data or --synthetic, not both" : "no data: give --data FILE or --synthetic N");
+    HT_CHECK(cfg.synthetic >= 0, "--synthetic must be a positive number of samples, got ", cfg.synthetic);
+    HT_CHECK(cfg.batch >= 1, "--batch must be at least 1, got ", cfg.batch);
+    HT_CHECK(cfg.threads >= 1, "--threads must be at least 1, got ", cfg.threads);
+    if (world.rank() != 0) return;
+    LoadedCheckpoint c;
+    c.path = cfg.checkpoint;
+    c.info = read_checkpoint_info(cfg.checkpoint);
+    facts.name = c.info.model;
+    for (int i = 0; i < 3; ++i) facts.shape[i] = c.info.input_shape[size_t(i)];
+    facts.classes = c.info.num_classes;
+    loaded = std::move(c);
+    if (!cfg.dump_batch.empty()) check_output_path(cfg.dump_batch, "--dump-batch");
+  });
+  broadcast(world.comm(), facts);
+
+  Setup s;  // the parts of a training set-up that evaluation shares: device, data, model
+  dist::agree_on(world.comm(), [&] {
+    set_num_threads(cfg.threads);
+    HT_CHECK(cfg.device == "auto" || cfg.device == "cpu" || cfg.device == "cuda",
+             "--device must be auto, cpu or cuda, got '", cfg.device, "'");
+    resolve_device(cfg.device, cfg.threads, world, s);
+    SourceOptions so;
+    so.threads = cfg.threads;
+    so.prefetch_depth = 1;
+    s.val = cfg.synthetic > 0 ? make_synthetic_source(cfg.synthetic, int(facts.shape[0]), int(facts.shape[1]),
+                                                      int(facts.shape[2]), int(facts.classes), cfg.seed, 0, so)
+                              : open_dataset_source(cfg.data_path, so);
+    const data::DatasetInfo& d = s.val->info();
+    HT_CHECK(d.channels == facts.shape[0] && d.height == facts.shape[1] && d.width == facts.shape[2] &&
+                 d.num_classes == facts.classes,
+             d.path, ": ", d.channels, "x", d.height, "x", d.width, " images with ", d.num_classes,
+             " classes, but the checkpoint's ", facts.name, " was trained on ", facts.shape[0], "x", facts.shape[1],
+             "x", facts.shape[2], " with ", facts.classes, " classes");
+    nn::ModelConfig mc;
+    mc.name = facts.name;
+    mc.in_channels = int(facts.shape[0]);
+    mc.height = int(facts.shape[1]);
+    mc.width = int(facts.shape[2]);
+    mc.num_classes = int(facts.classes);
+    s.model = nn::Model::create(mc);
+    if (loaded) loaded->tensors = read_checkpoint_tensors(cfg.checkpoint, s.model->params());
+  });
+  CheckpointTensors tensors;
+  int64_t step = 0;
+  if (loaded) tensors = std::move(loaded->tensors), step = loaded->info.global_step;
+  broadcast_checkpoint(world.comm(), world.rank() == 0, tensors, step, s.model->params());
+  apply_checkpoint(tensors, s.model->params(), nullptr);
+
+  std::unique_ptr<DeviceInput> input;
+  if (s.device_kind == Device::CUDA) {
+    s.model->to(Device::CUDA);
+    input = std::make_unique<DeviceInput>(s.val->info());
+  }
+  std::string dump_error;
+  FirstBatchHook hook;
+  if (!cfg.dump_batch.empty())
+    hook = [&](const Tensor& x, const std::vector<int32_t>& labels, const Tensor& logits) {
+      try {
+        write_dump(cfg.dump_batch, x, labels, logits);
+      } catch (const Error& e) {
+        dump_error = e.message();
+      }
+    };
+  const EvalTotals t = evaluate(*s.model, *s.val, input.get(), world.comm(), cfg.batch, hook);
+  dist::agree_on_root(world.comm(), [&] { HT_CHECK(dump_error.empty(), dump_error); });
+
+  EvalResult r;
+  r.samples = int64_t(t.count);
+  r.loss = t.loss_sum / std::max(1.0, t.count);
+  r.top1 = t.top1 / std::max(1.0, t.count);
+  if (facts.classes >= 5) r.top5 = t.top5 / std::max(1.0, t.count);
+  if (world.rank() == 0) {
+    if (!cfg.quiet)
+      std::printf("eval: %s (%s, step %lld) on %s, %d rank(s)\n", cfg.checkpoint.c_str(), facts.name.c_str(),
+                  (long long)step, s.val->info().path.c_str(), world.size());
+    std::printf("samples %lld  loss %.4f  top-1 %.2f%%", (long long)r.samples, r.loss, 100.0 * r.top1);
+    if (r.top5 >= 0) std::printf("  top-5 %.2f%%", 100.0 * r.top5);
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  return r;
+}
+
+}  // namespace hetrain::train

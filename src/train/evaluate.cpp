@@ -1,0 +1,58 @@
+#include "train/evaluate.hpp"
+
+#include <algorithm>
+
+#include "hetrain/error.hpp"
+#include "hetrain/ops.hpp"
+
+namespace hetrain::train {
+
+int64_t topk_correct(const float* logits, const int32_t* labels, int64_t N, int K, int k) {
+  int64_t correct = 0;
+  for (int64_t i = 0; i < N; ++i) {
+    const float* row = logits + i * K;
+    const float mine = row[labels[i]];
+    int above = 0;  // classes that beat the label, or tie it from a lower index (argmax takes the first)
+    for (int c = 0; c < K; ++c) above += row[c] > mine || (row[c] == mine && c < labels[i]);
+    correct += above < k;
+  }
+  return correct;
+}
+
+EvalTotals evaluate(nn::Model& model, BatchSource& source, DeviceInput* input, MPI_Comm comm, int64_t chunk,
+                    const FirstBatchHook& first_batch) {
+  int rank = 0, ranks = 1;
+  HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  HT_MPI_CHECK(MPI_Comm_size(comm, &ranks));
+  const int64_t n = source.info().num_samples;
+  const int64_t begin = n * rank / ranks, end = n * (rank + 1) / ranks;
+  const int K = source.info().num_classes;
+  const data::BatchForm form = input ? data::BatchForm::Raw : data::BatchForm::Float;
+  EvalTotals t;
+  bool first = rank == 0 && first_batch;
+  for (int64_t start = begin; start < end; start += chunk) {
+    std::vector<int64_t> idx;
+    for (int64_t i = start; i < std::min(end, start + chunk); ++i) idx.push_back(i);
+    source.submit(idx, false, 0, form);
+    data::Batch batch = source.next();
+    const int64_t b = int64_t(idx.size());
+    Tensor images = batch.images;
+    if (input) images = input->upload(batch).images;
+    const Tensor logits = model.forward(images, /*training=*/false).to(Device::CPU);
+    Tensor probs({b, K});
+    t.loss_sum += double(cpu::softmax_xent_forward(probs.data(), logits.data(), batch.labels.data(), int(b), K,
+                                                   0.0f)) * double(b);
+    t.top1 += double(cpu::top1_correct(logits.data(), batch.labels.data(), int(b), K));
+    t.top5 += double(topk_correct(logits.data(), batch.labels.data(), b, K, 5));
+    t.count += double(b);
+    if (first) {
+      first_batch(images.to(Device::CPU), batch.labels, logits);
+      first = false;
+    }
+  }
+  double v[4] = {t.loss_sum, t.top1, t.top5, t.count};
+  HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_DOUBLE, MPI_SUM, comm));
+  return {v[0], v[1], v[2], v[3]};
+}
+
+}  // namespace hetrain::train

@@ -1,0 +1,34 @@
+// Evaluation: a model in inference mode over a dataset, each rank a contiguous share. One loss path for
+// every device: the logits come to the host, where the CPU loss, top-1 and top-5 are computed (the logits
+// of a batch are small next to the forward pass that made them).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+
+#include "hetrain/nn.hpp"
+#include "train/batch_source.hpp"
+#include "train/device_step.hpp"
+
+namespace hetrain::train {
+
+struct EvalTotals {
+  double loss_sum = 0, top1 = 0, top5 = 0, count = 0;  // summed over samples (and ranks after evaluate())
+};
+
+// Sees rank 0's first batch: the inputs the model took (float [n, C, H, W] on the host), the labels and
+// the logits ([n, K], host).
+using FirstBatchHook = std::function<void(const Tensor& inputs, const std::vector<int32_t>& labels,
+                                          const Tensor& logits)>;
+
+// Collective over `comm`. `input` uploads batches for a model on a GPU (null on the CPU). Samples go
+// through the model `chunk` at a time without augmentation.
+EvalTotals evaluate(nn::Model& model, BatchSource& source, DeviceInput* input, MPI_Comm comm, int64_t chunk,
+                    const FirstBatchHook& first_batch = nullptr);
+
+// Samples whose label is among the k largest logits (ties count against the label). logits [N, K].
+int64_t topk_correct(const float* logits, const int32_t* labels, int64_t N, int K, int k);
+
+}  // namespace hetrain::train

@@ -1,0 +1,142 @@
+#include "train/resume.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "hetrain/error.hpp"
+
+namespace hetrain::train {
+
+namespace {
+
+std::map<std::string, std::string> parse_lines(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return out;
+}
+
+// "lr 0.1 → 0.05, epochs 3 → 5" for the keys whose values differ.
+std::string config_differences(const std::string& before, const std::string& now) {
+  const auto a = parse_lines(before), b = parse_lines(now);
+  std::string out;
+  // How a run is stopped, resumed and checkpointed changes nothing it computes.
+  static const char* const kQuiet[] = {"resume", "stop_at_step", "checkpoint_every", "checkpoint_minutes",
+                                       "keep_checkpoints", "stall_timeout"};
+  for (const auto& [key, value] : b) {
+    if (std::find(std::begin(kQuiet), std::end(kQuiet), key) != std::end(kQuiet)) continue;
+    auto it = a.find(key);
+    if (it == a.end() || it->second == value) continue;
+    out += (out.empty() ? "" : ", ") + key + " " + (it->second.empty() ? "(none)" : it->second) + " -> " +
+           (value.empty() ? "(none)" : value);
+  }
+  return out;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t;
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? "x" : "") + std::to_string(s[i]);
+  return t;
+}
+
+LoadedCheckpoint load_file(const std::string& path, const RunIdentity& run, const nn::ParamBuffer& layout) {
+  LoadedCheckpoint c;
+  c.path = path;
+  c.info = read_checkpoint_info(path);
+  check_compatible(path, c.info, run);
+  c.tensors = read_checkpoint_tensors(path, layout);
+  return c;
+}
+
+}  // namespace
+
+void check_compatible(const std::string& path, const CheckpointInfo& info, const RunIdentity& run) {
+  HT_CHECK(info.model == run.model, path, ": checkpoint of model '", info.model, "', this run trains '", run.model,
+           "' (--model)");
+  HT_CHECK(info.input_shape == run.input_shape, path, ": checkpoint for ", shape_text(info.input_shape),
+           " images, the training data has ", shape_text(run.input_shape));
+  HT_CHECK(info.num_classes == run.num_classes, path, ": checkpoint for ", info.num_classes,
+           " classes, the training data has ", run.num_classes);
+  HT_CHECK(info.global_batch == run.global_batch, path, ": checkpoint of a run with --global-batch ",
+           info.global_batch, ", this run has ", run.global_batch, " (the sample order and schedule would differ)");
+  HT_CHECK(info.num_samples == run.num_samples, path, ": checkpoint of a run on ", info.num_samples,
+           " training samples, this dataset has ", run.num_samples, " (another dataset?)");
+  HT_CHECK(info.seed == run.seed, path, ": checkpoint of a run with --seed ", info.seed, ", this run has ", run.seed,
+           " (the sample order would differ)");
+  HT_CHECK(info.steps_per_epoch == run.steps_per_epoch, path, ": checkpoint with ", info.steps_per_epoch,
+           " steps per epoch, this run has ", run.steps_per_epoch, " (--last-batch differs?)");
+}
+
+ResumeChoice load_for_resume(const TrainConfig& cfg, const RunIdentity& run, const nn::ParamBuffer& layout,
+                             const std::string& canonical_config) {
+  ResumeChoice choice;
+  if (cfg.resume.empty()) return choice;
+  if (cfg.resume != "auto") {
+    choice.checkpoint = load_file(cfg.resume, run, layout);  // any problem refuses the run
+  } else {
+    HT_CHECK(!cfg.checkpoint_dir.empty(), "--resume auto needs --checkpoint-dir (where to look)");
+    for (const std::string& path : list_checkpoints(cfg.checkpoint_dir)) {
+      // Another model or dataset is a mistake to report, not a file to skip; a damaged file is skipped.
+      CheckpointInfo info;
+      try {
+        info = read_checkpoint_info(path);
+      } catch (const Error& e) {
+        choice.notes.push_back("resume: skipping " + e.message());
+        continue;
+      }
+      check_compatible(path, info, run);
+      try {
+        choice.checkpoint = load_file(path, run, layout);
+        break;
+      } catch (const Error& e) {
+        choice.notes.push_back("resume: skipping " + e.message());
+      }
+    }
+    if (!choice.checkpoint)
+      choice.notes.push_back("resume: no usable checkpoint in " + cfg.checkpoint_dir + "; starting from the beginning");
+  }
+  if (choice.checkpoint) {
+    const LoadedCheckpoint& c = *choice.checkpoint;
+    choice.notes.push_back("resume: " + c.path + " (step " + std::to_string(c.info.global_step) + ", epoch " +
+                           std::to_string(c.info.epoch + 1) + ", written by " + std::to_string(c.info.world_size) +
+                           " rank(s))");
+    const std::string diff = config_differences(c.info.config_text, canonical_config);
+    if (!diff.empty()) choice.notes.push_back("resume: settings that differ from the checkpoint's: " + diff);
+  }
+  return choice;
+}
+
+bool broadcast_checkpoint(MPI_Comm comm, bool has, CheckpointTensors& t, int64_t& global_step,
+                          const nn::ParamBuffer& layout) {
+  int flag = has ? 1 : 0;
+  HT_MPI_CHECK(MPI_Bcast(&flag, 1, MPI_INT, 0, comm));
+  if (!flag) return false;
+  int64_t head[2] = {global_step, t.num_batches_tracked};
+  HT_MPI_CHECK(MPI_Bcast(head, 2, MPI_INT64_T, 0, comm));
+  global_step = head[0];
+  t.num_batches_tracked = head[1];
+  t.values.resize(size_t(layout.count()));
+  t.momentum.resize(size_t(layout.count()));
+  t.states.resize(size_t(layout.state_count()));
+  for (std::vector<float>* v : {&t.values, &t.momentum, &t.states}) {
+    constexpr size_t kChunk = size_t(1) << 30;  // MPI counts are ints
+    for (size_t off = 0; off < v->size(); off += kChunk)
+      HT_MPI_CHECK(MPI_Bcast(v->data() + off, int(std::min(kChunk, v->size() - off)), MPI_FLOAT, 0, comm));
+  }
+  return true;
+}
+
+void apply_checkpoint(const CheckpointTensors& t, nn::ParamBuffer& params, optim::Sgd* sgd) {
+  HT_CHECK(params.device() == Device::CPU, "internal: checkpoints are applied before the model moves to a GPU");
+  std::copy(t.values.begin(), t.values.end(), params.values().data());
+  std::copy(t.states.begin(), t.states.end(), params.states().data());
+  if (sgd) std::copy(t.momentum.begin(), t.momentum.end(), sgd->momentum_buffer().data());
+}
+
+}  // namespace hetrain::train

@@ -1,0 +1,14 @@
+// Preemption: SIGTERM, SIGUSR1 and SIGINT ask the run to stop at the next step boundary with a checkpoint
+// (Slurm's --signal=USR1@120, scancel, mpirun forwarding ^C). A second signal ends the process at once.
+// The handler only counts; the trainer reads the count and all ranks agree on it in the step's agreement.
+#pragma once
+
+namespace hetrain::train {
+
+// Installs the handlers (idempotent). Until then the signals keep their default action.
+void install_stop_handlers();
+// Stop signals received so far, and the last one's number (0 when none).
+int stop_requests();
+int last_stop_signal();
+
+}  // namespace hetrain::train
