@@ -302,18 +302,24 @@ void write_objects(hid_t file, const std::string& tmp, const CheckpointInfo& inf
            std::strerror(errno), ")");
 }
 
-// Everything but the atomic rename: attributes, groups and tensors into `tmp`. The file is closed (and
-// its close checked: that is where HDF5 writes what it still holds) before returning.
-void write_contents(const std::string& tmp, const CheckpointInfo& info, const std::vector<TensorEntry>& entries) {
-  const hid_t id = H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  HT_CHECK(id >= 0, "cannot create ", tmp, ": ", h5::last_error(), " (", std::strerror(errno), ")");
-  try {
-    write_objects(id, tmp, info, entries);
-  } catch (...) {
-    H5Fclose(id);
-    throw;
-  }
-  HT_CHECK(H5Fclose(id) >= 0, "cannot write ", tmp, ": ", h5::last_error(), " (", std::strerror(errno), ")");
+// The whole file is built in memory (HDF5's core driver, nothing touches the disk) and handed back as
+// bytes: the disk then sees one plain write that can fail cleanly (disk full, folder gone), never a
+// half-closed HDF5 file.
+std::vector<char> file_image(const std::string& name, const CheckpointInfo& info,
+                             const std::vector<TensorEntry>& entries) {
+  Id fapl(H5Pcreate(H5P_FILE_ACCESS));
+  HT_CHECK(fapl.valid() && H5Pset_fapl_core(fapl, size_t(64) << 20, /*backing_store=*/0) >= 0,
+           "cannot set up an in-memory HDF5 file: ", h5::last_error());
+  Id file(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl));
+  HT_CHECK(file.valid(), "cannot create an in-memory HDF5 file: ", h5::last_error());
+  write_objects(file, name, info, entries);
+  HT_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL) >= 0, "cannot flush the in-memory HDF5 file: ", h5::last_error());
+  const ssize_t size = H5Fget_file_image(file, nullptr, 0);
+  HT_CHECK(size > 0, "cannot size the in-memory HDF5 file: ", h5::last_error());
+  std::vector<char> image(static_cast<size_t>(size));
+  HT_CHECK(H5Fget_file_image(file, image.data(), image.size()) == size, "cannot copy the in-memory HDF5 file: ",
+           h5::last_error());
+  return image;
 }
 
 }  // namespace
@@ -324,19 +330,30 @@ void write_checkpoint(const std::string& path, const CheckpointInfo& info, const
                int64_t(t.states.size()) == layout.state_count(),
            "internal: checkpoint tensors do not match the model");
   const std::vector<TensorEntry> entries = tensor_entries(layout, t, nullptr);
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  try {
+  std::vector<char> image;
+  {
     std::lock_guard<std::mutex> lock(data::hdf5_mutex());  // the prefetcher reads HDF5 meanwhile
     h5::quiet();
-    write_contents(tmp, info, entries);
-    fsync_path(tmp, false);
-    HT_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename ", tmp, " to ", path, ": ",
-             std::strerror(errno));
-    fsync_path(folder_of(path), true);
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
+    image = file_image(path, info, entries);
   }
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  HT_CHECK(fd >= 0, "cannot create ", tmp, ": ", std::strerror(errno));
+  size_t done = 0;
+  int err = 0;
+  while (done < image.size() && err == 0) {
+    const ssize_t n = ::write(fd, image.data() + done, image.size() - done);
+    if (n > 0) done += size_t(n);
+    else if (n < 0 && errno != EINTR) err = errno;
+  }
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    HT_THROW("cannot write ", path, ": ", std::strerror(err));
+  }
+  fsync_path(folder_of(path), true);
 }
 
 CheckpointInfo read_checkpoint_info(const std::string& path) {

@@ -90,7 +90,7 @@ class Trainer {
         timed_seconds += rec.step_seconds;
         timed_samples += plan.global_batch;
       }
-      if (world_.rank() == 0) report_step(rec, window, result);
+      if (world_.rank() == 0) report_step(rec, window, result, stop_signal || stop_here);
       result.steps = plan.global_step + 1;
       if (result.steps % s_.plan->steps_per_epoch() == 0 || result.steps == s_.total_steps)
         end_epoch(plan.epoch, result);
@@ -98,7 +98,7 @@ class Trainer {
         save_checkpoint(result.steps);
       if (stop_signal || stop_here) {
         result.stopped_by_signal = stop_signal;
-        if (world_.rank() == 0 && !cfg_.quiet) {
+        if (world_.rank() == 0) {  // even with --quiet: the run did not finish
           std::printf("stopped after step %lld of %lld (%s)%s\n", (long long)result.steps, (long long)s_.total_steps,
                       stop_signal ? "stop signal" : "--stop-at-step",
                       checkpointer_.enabled() ? "; continue with --resume auto" : "");
@@ -209,7 +209,7 @@ class Trainer {
       for (int r = 0; r < world_.rank(); ++r) offset += p.split[r];
       auto indices = s_.plan->slice(p.epoch, p.step_in_epoch, offset, p.local_batch());
       if (outputs_.logs_samples()) p.indices = indices;
-      const uint64_t aug_seed = cfg_.seed * 0x9e3779b97f4a7c15ull + uint64_t(p.global_step) * 1000003ull + world_.rank();
+      const uint64_t aug_seed = cfg_.seed * 0x9e3779b97f4a7c15ull + uint64_t(p.epoch) * 1000003ull;  // + sample index: same draw on any rank
       s_.train->submit(std::move(indices), cfg_.augment, aug_seed, batch_form());
       queue_.push_back(std::move(p));
     }
@@ -338,14 +338,14 @@ class Trainer {
     return rec;
   }
 
-  void report_step(const StepRecord& rec, Totals& window, TrainResult& result) {
+  void report_step(const StepRecord& rec, Totals& window, TrainResult& result, bool stopping) {
     outputs_.write_metrics(rec);
     eff_sum_ += rec.balance_efficiency();
     time_sum_ += rec.step_seconds;
     samples_sum_ += rec.global_batch();
     ++window_steps_;
     const bool log_now = cfg_.log_every > 0 && (rec.step + 1) % cfg_.log_every == 0;
-    const bool last = rec.step + 1 == s_.total_steps;
+    const bool last = rec.step + 1 == s_.total_steps || stopping;
     if (!log_now && !last) return;
     result.final_loss = window.loss_sum / std::max(1.0, window.count);
     if (!cfg_.quiet)

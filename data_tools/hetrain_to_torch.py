@@ -1,0 +1,204 @@
+#!/usr/bin/env -S /usr/bin/python3
+"""Convert a hetrain checkpoint into a PyTorch state_dict.
+
+    data_tools/hetrain_to_torch.py ckpt/checkpoint-00000100.h5 -o model.pt
+    data_tools/hetrain_to_torch.py ckpt/checkpoint-00000100.h5 --print
+
+The checkpoint (docs/checkpoint-format.md) is checked first: its `format` and `version`, its CRC-32 over
+every tensor, and that its tensors are exactly those of the model it names, with the same shapes and
+types. A file that fails a check is refused with one line naming it and the problem, and exit status 1.
+
+The output, written with torch.save, is an OrderedDict of tensors in the order of the torch module's
+state_dict(): every /parameters/* and /buffers/* dataset, float32 (num_batches_tracked: a 0-d int64
+tensor). It loads with strict=True into hetrain_models.build(model, input_shape, num_classes) and, for
+resnet18 / resnet50 with 3 input channels, into torchvision.models.resnet18/50(num_classes=K). The
+checkpoint's model, input shape and class count travel with it as the attribute `hetrain` of the
+OrderedDict (load_state_dict ignores it; hetrain_models.load uses it). The optimizer's momentum buffers
+are not written (--model-only, the default).
+"""
+
+import argparse
+import os
+import signal
+import sys
+import zlib
+from collections import OrderedDict
+
+import numpy as np
+
+FORMAT = "hetrain-checkpoint"
+VERSION = 1
+GROUPS = ("parameters", "buffers", "optimizer/momentum_buffer")
+
+
+class CheckpointError(Exception):
+    """A checkpoint that cannot be used; the message names the file and the problem."""
+
+
+def _text(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray) and value.shape == ():
+        return _text(value[()])
+    return value if isinstance(value, str) else None
+
+
+def _attr(f, path, name, required=True):
+    if name not in f.attrs:
+        if required:
+            raise CheckpointError("%s: missing root attribute '%s'" % (path, name))
+        return None
+    return f.attrs[name]
+
+
+def _int_attr(f, path, name):
+    v = np.asarray(_attr(f, path, name))
+    if v.shape != () or v.dtype.kind not in "iu":
+        raise CheckpointError("%s: root attribute '%s' must be an integer scalar, got %s %s" %
+                              (path, name, v.dtype, list(v.shape)))
+    return int(v)
+
+
+def _little_endian(a):
+    """The array's values with little-endian byte order (the checksum is over little-endian bytes)."""
+    return a.astype(a.dtype.newbyteorder("<"), copy=False) if a.dtype.byteorder == ">" else a
+
+
+def read_checkpoint(path):
+    """(meta, state_dict) of a verified hetrain checkpoint; raises CheckpointError."""
+    import h5py
+    import torch
+    if not os.path.isfile(path):
+        raise CheckpointError("%s: no such file" % path)
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise CheckpointError("%s: not an HDF5 file that opens (%s)" % (path, str(e).splitlines()[0]))
+    with f:
+        fmt = _text(_attr(f, path, "format"))
+        if fmt != FORMAT:
+            raise CheckpointError("%s: format is %r, expected %r" % (path, fmt, FORMAT))
+        version = _int_attr(f, path, "version")
+        if version != VERSION:
+            raise CheckpointError("%s: checkpoint version %d is not supported (this tool reads version %d)" %
+                                  (path, version, VERSION))
+        model = _text(_attr(f, path, "model"))
+        shape = np.asarray(_attr(f, path, "input_shape"))
+        if shape.shape != (3,) or shape.dtype.kind not in "iu":
+            raise CheckpointError("%s: input_shape must be 3 integers [C, H, W], got %s" % (path, shape.tolist()))
+        meta = {"model": model, "input_shape": [int(v) for v in shape],
+                "num_classes": _int_attr(f, path, "num_classes"),
+                "global_step": _int_attr(f, path, "global_step")}
+        expected = np.asarray(_attr(f, path, "checksum_crc32"))
+        if expected.shape != () or expected.dtype.kind not in "iu":
+            raise CheckpointError("%s: checksum_crc32 must be an unsigned 32-bit scalar" % path)
+
+        # Every tensor dataset, in the checksum's order; all are read (the checksum covers the momentum).
+        tensors = {}
+        crc = 0
+        for group in GROUPS:
+            g = f.get(group)
+            if g is None:  # e.g. /buffers of a model without batch norm; missing tensors are named below
+                continue
+            if not isinstance(g, h5py.Group):
+                raise CheckpointError("%s: /%s is not a group" % (path, group))
+            for name in sorted(g.keys(), key=lambda s: s.encode("utf-8")):
+                d = g[name]
+                if not isinstance(d, h5py.Dataset):
+                    raise CheckpointError("%s: /%s/%s is not a dataset" % (path, group, name))
+                a = _little_endian(np.asarray(d[()]))
+                crc = zlib.crc32(a.tobytes(), crc)
+                tensors[(group, name)] = a
+        if crc != int(expected):
+            raise CheckpointError("%s: checksum mismatch: the tensors' CRC-32 is 0x%08x, the file records 0x%08x "
+                                  "(the file is corrupt or was changed after writing)" % (path, crc, int(expected)))
+
+    # The state_dict, in the order of the torch module's, with the model's shapes and types.
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import hetrain_models
+    try:
+        module = hetrain_models.build(meta["model"], meta["input_shape"], meta["num_classes"])
+    except ValueError as e:
+        raise CheckpointError("%s: %s" % (path, e))
+    reference = module.state_dict()
+    names = {("parameters" if group == "parameters" else "buffers", name)
+             for group, name in tensors if group != "optimizer/momentum_buffer"}
+    params = {n for n, _ in module.named_parameters()}
+    want = {("parameters" if n in params else "buffers", n) for n in reference}
+    if names != want:
+        missing = sorted("/%s/%s" % k for k in want - names)
+        extra = sorted("/%s/%s" % k for k in names - want)
+        problems = []
+        for what, items in (("missing", missing), ("unexpected", extra)):
+            if items:
+                problems.append("%s %s%s" % (what, ", ".join(items[:3]), " and %d more" % (len(items) - 3)
+                                             if len(items) > 3 else ""))
+        raise CheckpointError("%s: tensors do not match %s for input %s and %d classes: %s" % (
+            path, meta["model"], "x".join(map(str, meta["input_shape"])), meta["num_classes"], "; ".join(problems)))
+    momentum = {name for group, name in tensors if group == "optimizer/momentum_buffer"}
+    if momentum != params:
+        raise CheckpointError("%s: /optimizer/momentum_buffer does not hold one dataset per parameter" % path)
+    state_dict = OrderedDict()
+    for key, ref in reference.items():
+        group = "parameters" if key in params else "buffers"
+        for g in ((group,) if group == "buffers" else (group, "optimizer/momentum_buffer")):
+            a = tensors[(g, key)]
+            want_dtype = np.int64 if ref.dtype == torch.int64 else np.float32
+            if a.dtype != want_dtype or tuple(a.shape) != tuple(ref.shape):
+                raise CheckpointError("%s: /%s/%s is %s %s, %s expects %s %s" % (
+                    path, g, key, a.dtype, list(a.shape), meta["model"], np.dtype(want_dtype), list(ref.shape)))
+        state_dict[key] = torch.from_numpy(tensors[(group, key)].copy())  # a 0-d array stays 0-d
+    state_dict._metadata = getattr(reference, "_metadata", None)  # module versions, as state_dict() gives
+    if state_dict._metadata is None:
+        del state_dict._metadata
+    state_dict.hetrain = {"model": meta["model"], "input_shape": meta["input_shape"],
+                          "num_classes": meta["num_classes"], "global_step": meta["global_step"]}
+    return meta, state_dict
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        prog="hetrain_to_torch.py",
+        description="Convert a hetrain checkpoint (HDF5) into a PyTorch state_dict (torch.save).")
+    p.add_argument("checkpoint", help="checkpoint-SSSSSSSS.h5 written by hetrain train --checkpoint-dir")
+    p.add_argument("-o", "--output", help="the .pt file to write")
+    p.add_argument("--model-only", action="store_true", default=True,
+                   help="write the model's parameters and buffers only, no optimizer state (the default)")
+    p.add_argument("--print", dest="print_keys", action="store_true",
+                   help="list the state_dict's keys, types and shapes")
+    args = p.parse_args(argv)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # --print | head
+    if not args.output and not args.print_keys:
+        p.error("nothing to do: give -o MODEL.pt and/or --print")
+    try:
+        meta, state_dict = read_checkpoint(args.checkpoint)
+    except CheckpointError as e:
+        print("hetrain_to_torch: error: %s" % e, file=sys.stderr)
+        return 1
+    if args.print_keys:
+        print("%s: %s, input %s, %d classes, step %d" % (
+            args.checkpoint, meta["model"], "x".join(map(str, meta["input_shape"])), meta["num_classes"],
+            meta["global_step"]))
+        for k, t in state_dict.items():
+            print("  %-40s %-8s %s" % (k, str(t.dtype).replace("torch.", ""), list(t.shape)))
+    if args.output:
+        import torch
+        tmp = args.output + ".tmp-%d" % os.getpid()
+        try:
+            torch.save(state_dict, tmp)
+            os.replace(tmp, args.output)
+        except OSError as e:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            print("hetrain_to_torch: error: %s: cannot write (%s)" % (args.output, e.strerror or e), file=sys.stderr)
+            return 1
+        n = sum(t.numel() for t in state_dict.values())
+        print("%s: %d tensors (%d values) of %s written to %s" % (
+            args.checkpoint, len(state_dict), n, meta["model"], args.output))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
