@@ -18,6 +18,10 @@ namespace {
 constexpr int kArrivalTag = 7301;
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double now_seconds() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
+// Rank 0 (or 1) names a missing rank at the timeout; the others wait this much longer before they end
+// the job themselves, so the line that names the rank comes first.
+double grace(double timeout_s) { return std::max(5.0, 0.1 * timeout_s); }
 }  // namespace
 
 StepArrival::StepArrival(MPI_Comm comm, std::vector<std::string> hosts, double timeout_s)
@@ -25,10 +29,41 @@ StepArrival::StepArrival(MPI_Comm comm, std::vector<std::string> hosts, double t
   HT_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
   HT_MPI_CHECK(MPI_Comm_size(comm, &size_));
   HT_CHECK(int(hosts_.size()) == size_, "StepArrival: ", hosts_.size(), " host names for ", size_, " ranks");
+  if (timeout_s_ > 0 && size_ > 1) watchdog_ = std::thread([this] { watch(); });
+}
+
+StepArrival::~StepArrival() {
+  if (!watchdog_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  watchdog_.join();
+}
+
+void StepArrival::step_done() { watched_step_.store(-1); }
+
+void StepArrival::watch() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!wake_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_; })) {
+    const int64_t step = watched_step_.load();
+    if (step < 0 || now_seconds() - watched_since_.load() <= 2 * timeout_s_ + grace(timeout_s_)) continue;
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "hetrain: error: %sstep %lld: blocked in the step's collectives for more than %g s "
+                  "(--stall-timeout): another rank stalled inside them; ending the job\n",
+                  error_context_prefix().c_str(), (long long)step, 2 * timeout_s_);
+    std::fputs(line, stderr);
+    std::fflush(stderr);
+    std::_Exit(1);  // MPI belongs to the main thread (MPI_THREAD_FUNNELED); the launcher ends the others
+  }
 }
 
 double StepArrival::arrive(int64_t step, std::vector<double>& values) {
   const auto start = Clock::now();
+  watched_since_.store(now_seconds());
+  watched_step_.store(step);
   // Who watches whom: rank 0 watches everyone, rank 1 watches rank 0.
   std::vector<MPI_Request> watch;
   std::vector<int> watched, got;
@@ -53,21 +88,22 @@ double StepArrival::arrive(int64_t step, std::vector<double>& values) {
   int spins = 0;
   // Rank 0 and rank 1 speak at the deadline; the others give them time to, then end the job themselves.
   const bool speaker = rank_ <= 1;
-  const double limit = speaker ? timeout_s_ : timeout_s_ + std::max(5.0, 0.1 * timeout_s_);
   while (true) {
     HT_MPI_CHECK(MPI_Test(&sum, &done, MPI_STATUS_IGNORE));
     if (done) break;
     // Spin briefly (most steps arrive together), then sleep so a slower rank on the same core can run.
     if (++spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    if (timeout_s_ > 0 && spins % 64 == 0 && seconds_since(start) > limit) {
+    const double waited = timeout_s_ > 0 && spins % 64 == 0 ? seconds_since(start) : 0.0;
+    if (waited > timeout_s_) {
       std::vector<int> missing;
       for (size_t i = 0; i < watch.size(); ++i) {
         int arrived = 0;
         HT_MPI_CHECK(MPI_Test(&watch[i], &arrived, MPI_STATUS_IGNORE));
         if (!arrived) missing.push_back(watched[i]);
       }
-      if (speaker && missing.empty()) continue;  // everyone I watch is here: someone else is missing
-      report_stall(step, missing);
+      // Only a speaker can name the missing rank; when everyone it watches is here, someone else is
+      // missing (or a rank stalled inside the reduction): after the grace period any rank ends the job.
+      if ((speaker && !missing.empty()) || waited > timeout_s_ + grace(timeout_s_)) report_stall(step, missing);
     }
   }
   // Everyone entered the reduction, so every arrival message was sent: these complete at once.

@@ -331,6 +331,7 @@ class Trainer {
     rec.ranks.resize(world_.size());
     static_assert(sizeof(StepTimes) == 5 * sizeof(double), "StepTimes travels as 5 doubles");
     HT_MPI_CHECK(MPI_Gather(&mine, 5, MPI_DOUBLE, rec.ranks.data(), 5, MPI_DOUBLE, 0, world_.comm()));
+    s_.arrival->step_done();
     rec.step_seconds = seconds_since(step_start);
     window.loss_sum += step_totals.loss_sum;
     window.correct += step_totals.correct;

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Failures that are not errors (docs/architecture.md, "Failures"):
+#  1. a stalled rank (SIGSTOP) is noticed: after --stall-timeout the job ends with one line naming the
+#     rank that did not arrive (or, when it stopped inside the step's collectives after arriving, saying
+#     that), instead of the others waiting forever;
+#  2. a rank killed with SIGKILL ends the job within seconds, and --resume auto continues from the last
+#     checkpoint to the same parameters as an uninterrupted run.
+source "$(dirname "$0")/lib.sh"
+ARGS=(--model lenet --synthetic 3200 --synthetic-shape 1,28,28 --global-batch 32 --epochs 3 --lr 0.05
+      --split 8,8,8,8 --device cpu --quiet)
+SLOW=(--emulate-speed 0.05,1,1,1)  # rank 0 sleeps: the run lasts long enough to be interrupted
+
+# rank_pids DIR: the hetrain rank processes of the run writing checkpoints to DIR (not timeout or mpirun)
+rank_pids() {
+  for p in $(pgrep -f -- "--checkpoint-dir $1"); do
+    [ "$(readlink "/proc/$p/exe")" = "$(readlink -f "$HETRAIN")" ] && echo "$p"
+  done
+}
+wait_for() { for _ in $(seq 300); do [ -e "$1" ] && return 0; sleep 0.1; done; return 1; }
+
+# 1. SIGSTOP rank 0, the slow one: it is almost always stopped while computing, so it is named
+timeout 120 mpirun -n 4 "$HETRAIN" train "${ARGS[@]}" "${SLOW[@]}" --checkpoint-dir "$TMP/stall" --checkpoint-every 2 \
+  --stall-timeout 4 >"$TMP/out" 2>"$TMP/err" &
+launcher=$!
+wait_for "$TMP/stall/checkpoint-00000002.h5" || { kill $launcher; fail "no checkpoint at step 2 within 30 s"; }
+pids=($(rank_pids "$TMP/stall"))
+[ ${#pids[@]} -eq 4 ] || { kill $launcher; fail "expected 4 rank processes, found ${#pids[@]}"; }
+# The ranks started in rank order; OMPI_COMM_WORLD_RANK in each one's environment says which is which.
+stopped=""
+for p in "${pids[@]}"; do
+  tr '\0' '\n' <"/proc/$p/environ" | grep -qx 'OMPI_COMM_WORLD_RANK=0' && stopped=$p
+done
+[ -n "$stopped" ] || { kill $launcher; fail "cannot find rank 0's process"; }
+start=$(date +%s)
+kill -STOP "$stopped"
+wait $launcher
+rc=$?
+stall_took=$(( $(date +%s) - start ))
+kill -CONT "$stopped" 2>/dev/null; kill -KILL "$stopped" 2>/dev/null
+grep '^hetrain: error' "$TMP/err" | head -3
+[ $rc -ne 124 ] || fail "the job hung with rank 0 stopped"
+[ $rc -ne 0 ] || fail "exit 0 with rank 0 stopped"
+# Stopped while computing, it is named; stopped inside the step's collectives (it had arrived), the job
+# still ends, with a line saying so.
+grep -Eq "^hetrain: error: .*step [0-9]+: (rank 0 on $(hostname) did not arrive within 4 s|blocked in the step's collectives)" \
+  "$TMP/err" || { cat "$TMP/err"; fail "no line about the stalled rank"; }
+named=$(grep -c "rank 0 on $(hostname) did not arrive" "$TMP/err")
+[ $stall_took -le 60 ] || fail "the job took $stall_took s to end after rank 0 stopped (timeout 4 s)"
+echo "1. rank 0 stopped: the job ended after $stall_took s ($([ "$named" -gt 0 ] && echo "naming it" || echo "stopped inside the collectives"))"
+
+# 2. SIGKILL rank 1, then resume
+run_mpi 4 "${ARGS[@]}" --dump-params "$TMP/full.bin" || fail "uninterrupted run failed"
+timeout 120 mpirun -n 4 "$HETRAIN" train "${ARGS[@]}" "${SLOW[@]}" --checkpoint-dir "$TMP/kill" --checkpoint-every 3 \
+  >"$TMP/out" 2>"$TMP/err" &
+launcher=$!
+wait_for "$TMP/kill/checkpoint-00000006.h5" || { kill $launcher; fail "no checkpoint at step 6 within 30 s"; }
+pids=($(rank_pids "$TMP/kill"))
+start=$(date +%s)
+kill -KILL "${pids[1]}"
+wait $launcher
+rc=$?
+took=$(( $(date +%s) - start ))
+[ $rc -ne 124 ] && [ $rc -ne 0 ] || fail "exit $rc after SIGKILL of a rank"
+[ $took -le 20 ] || fail "the job took $took s to end after a rank was killed"
+last=$(ls "$TMP/kill" | grep -v tmp | sort | tail -1)
+run_mpi 4 "${ARGS[@]}" --checkpoint-dir "$TMP/kill" --resume auto --dump-params "$TMP/resumed.bin" >"$TMP/out" 2>&1 \
+  || { cat "$TMP/out"; fail "resume after SIGKILL failed"; }
+grep -q "resume: $TMP/kill/$last" "$TMP/out" || { cat "$TMP/out"; fail "did not resume from the last checkpoint $last"; }
+cmp "$TMP/full.bin" "$TMP/resumed.bin" || fail "resumed after SIGKILL: parameters differ from the uninterrupted run's"
+pass "SIGSTOP: the job ended after $stall_took s; SIGKILL: job ended in $took s, resumed from $last bit-identically"
