@@ -1,8 +1,11 @@
 // GoogleTest main for test groups that run under mpirun (test/<group>_mpi/). MPI starts once; every rank
 // runs every test; only rank 0 prints gtest's report. A test counts as failed when it failed on ANY rank:
 // at the end the failed test names of all ranks are gathered and rank 0 prints one line
-//   MPI-SUMMARY passed=P failed=F skipped=S ranks=N
-// which scripts/run-tests.sh reads, and the exit code is non-zero on every rank if anything failed.
+//   MPI-SUMMARY expected=E passed=P failed=F skipped=S ranks=N
+// which scripts/run-tests.sh reads. E is the number of tests selected to run; P, F and S count only tests
+// that ran to their end on rank 0 (F: failed on any rank), so P + F + S falls short of E when tests did not
+// run. The exit code is non-zero on every rank if anything failed or fell short; a rank that stops early
+// leaves no MPI-SUMMARY line at all, which the runner counts as a failure.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -12,6 +15,15 @@
 #include <vector>
 
 namespace {
+// Counts the tests that reached their end on this rank (a test that never ran is not passed).
+class EndedCounter : public ::testing::EmptyTestEventListener {
+ public:
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    ended.insert(std::string(info.test_suite_name()) + "." + info.name());
+  }
+  std::set<std::string> ended;
+};
+
 std::string failed_names_of_this_rank() {
   std::string names;
   const auto* unit = ::testing::UnitTest::GetInstance();
@@ -35,8 +47,14 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
   if (rank != 0) delete listeners.Release(listeners.default_result_printer());
+  auto* counter = new EndedCounter;  // owned by gtest's listener list
+  listeners.Append(counter);
   const int local_rc = RUN_ALL_TESTS();  // the verdict is the union over ranks, computed below
   (void)local_rc;
+  if (GTEST_FLAG_GET(list_tests)) {  // --gtest_list_tests: nothing ran, nothing to report
+    MPI_Finalize();
+    return 0;
+  }
 
   std::string mine = failed_names_of_this_rank();
   int len = static_cast<int>(mine.size());
@@ -55,12 +73,25 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < all.size(); ++i)
       if (all[i] == '\n') { failed.insert(all.substr(start, i - start)); start = i + 1; }
     const auto* unit = ::testing::UnitTest::GetInstance();
-    int ran = unit->test_to_run_count(), skipped = unit->skipped_test_count();
+    int passed = 0, skipped = 0;
+    for (int s = 0; s < unit->total_test_suite_count(); ++s) {
+      const auto* suite = unit->GetTestSuite(s);
+      for (int t = 0; t < suite->total_test_count(); ++t) {
+        const auto* info = suite->GetTestInfo(t);
+        const std::string name = std::string(suite->name()) + "." + info->name();
+        if (!info->should_run() || failed.count(name) || !counter->ended.count(name)) continue;
+        if (info->result()->Skipped())
+          ++skipped;
+        else
+          ++passed;
+      }
+    }
+    const int expected = unit->test_to_run_count();
     for (const auto& name : failed) std::printf("MPI-FAILED %s\n", name.c_str());
-    std::printf("MPI-SUMMARY passed=%d failed=%zu skipped=%d ranks=%d\n", ran - int(failed.size()) - skipped,
+    std::printf("MPI-SUMMARY expected=%d passed=%d failed=%zu skipped=%d ranks=%d\n", expected, passed,
                 failed.size(), skipped, size);
     std::fflush(stdout);
-    any_failed = failed.empty() ? 0 : 1;
+    any_failed = failed.empty() && passed + int(failed.size()) + skipped == expected ? 0 : 1;
   }
   MPI_Bcast(&any_failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
   MPI_Finalize();

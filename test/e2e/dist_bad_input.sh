@@ -31,3 +31,4 @@ rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "config mismatch: exit $rc"
 grep -q "hetrain: error:.*rank 2" "$TMP/cfg.err" || { cat "$TMP/cfg.err"; fail "config mismatch: rank 2 not named"; }
 echo "ok  config-mismatch: $(grep "hetrain: error:" "$TMP/cfg.err" | head -1)"
+pass "bad input on 4 ranks: one error line from rank 0, non-zero exit, no hang"

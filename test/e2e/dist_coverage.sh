@@ -29,3 +29,4 @@ print("%d parameter dumps, identical: %s" % (len(blobs), all(b == blobs[0] for b
 ok &= len(blobs) == 4 and all(b == blobs[0] for b in blobs)
 sys.exit(0 if ok else 1)
 PY
+pass "every sample once per epoch under rebalances; identical replicas"

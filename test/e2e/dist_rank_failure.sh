@@ -11,4 +11,4 @@ cat "$TMP/err" | grep -v '^$' | head -5
 [ $rc -ne 0 ] || fail "exit code 0 after a rank failed"
 grep -q "hetrain: error: rank 2 on $(hostname).*failure injected by --debug-fail-at at step 7" "$TMP/err" \
   || fail "no error line naming rank 2, the host and the cause"
-echo "rank 2 failed at step 7; the job ended in $(( $(date +%s) - start )) s with exit code $rc"
+pass "rank 2 failed at step 7; the job ended in $(( $(date +%s) - start )) s with exit code $rc"

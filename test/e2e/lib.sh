@@ -12,16 +12,22 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 skip() { echo "SKIP: $*"; exit 77; }
+# Every script ends with pass: the runner counts a script as passed only on exit 0 with this as its last line.
+pass() { echo "PASS: $*"; exit 0; }
 # run_mpi N ARGS...: hetrain train on N ranks, bounded in time so a hang fails the test instead of CI.
 run_mpi() { local n=$1; shift; timeout 300 mpirun -n "$n" "$HETRAIN" train "$@"; }
 # float_compare A B RTOL: raw float32 files equal within rtol·max|x| + 1e-6; prints the max difference.
+# Any NaN or Inf in either file is a mismatch (comparisons with NaN are false, so it is checked first).
 float_compare() {
   /usr/bin/python3 - "$@" <<'PY'
-import sys, array
+import sys, array, math
 a, b = array.array('f'), array.array('f')
 a.frombytes(open(sys.argv[1], 'rb').read()); b.frombytes(open(sys.argv[2], 'rb').read())
 tol = float(sys.argv[3])
 if len(a) != len(b) or len(a) == 0: print("length differs: %d vs %d" % (len(a), len(b))); sys.exit(1)
+bad = [(name, sum(not math.isfinite(x) for x in v)) for name, v in ((sys.argv[1], a), (sys.argv[2], b))]
+if any(n for _, n in bad):
+    print("; ".join("%s: %d NaN/Inf" % (name, n) for name, n in bad if n)); sys.exit(1)
 scale = max(abs(x) for x in a)
 worst = max(abs(x - y) for x, y in zip(a, b))
 print("%d floats, max |diff| %.3g (scale %.3g, allowed %.3g)" % (len(a), worst, scale, tol * scale + 1e-6))

@@ -18,3 +18,4 @@ timeout 180 sbatch --wait -O -n 2 -o "$TMP/job.out" jobs/train.sbatch "${ARGS[@]
 rc=$?; cat "$TMP/job.out"
 [ $rc -eq 0 ] || fail "sbatch job exit $rc"
 grep -q "hetrain: 2 rank(s)" "$TMP/job.out" || fail "sbatch job did not run 2 ranks"
+pass "srun and sbatch each ran one world of 2 ranks"

@@ -27,4 +27,4 @@ timeout 300 mpirun -n 1 "$HETRAIN" train "${EQ[@]}" --device cpu --split 12,20 -
     --dump-params "$TMP/mixed%r.bin" : -n 1 "$HETRAIN" train "${EQ[@]}" --device cuda --split 12,20 \
     --debug-consistency --dump-params "$TMP/mixed%r.bin" >"$TMP/mixed.log" 2>&1 || { cat "$TMP/mixed.log"; fail "mixed CPU+GPU run failed"; }
 float_compare "$TMP/cpu.bin" "$TMP/mixed0.bin" 1e-3 || fail "the mixed CPU+GPU job differs from 1 CPU rank"
-echo "GPU runs match the CPU reference; a mixed CPU+GPU job keeps identical replicas"
+pass "GPU runs match the CPU reference; a mixed CPU+GPU job keeps identical replicas"

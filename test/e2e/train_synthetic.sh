@@ -12,3 +12,4 @@ last = sum(r["loss"] for r in rows[-8:]) / 8
 print("mean loss of the first 8 steps %.4f, of the last 8 steps %.4f (%d steps)" % (first, last, len(rows)))
 sys.exit(0 if len(rows) == 64 and last < 0.7 * first else 1)
 PY
+pass "resnet20 on synthetic data: the loss fell"

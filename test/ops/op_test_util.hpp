@@ -46,13 +46,20 @@ inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
-// Checks `analytic` = ∂loss/∂x for every element of x by central differences with step h; x is restored.
-// Passes when |analytic − numeric| ≤ tol · max(1, |numeric|) everywhere.
-inline void expect_gradient(const std::string& what, std::vector<double>& x, const std::vector<double>& analytic,
-                            const std::function<double()>& loss, double h = 1e-5, double tol = 1e-6) {
-  ASSERT_EQ(x.size(), analytic.size()) << what;
-  double worst = 0;
-  size_t worst_i = 0, bad = 0;
+// The outcome of a central-difference check: how many elements disagree (a NaN or Inf on either side
+// always counts: every comparison with NaN is false, so a plain "error > tol" test would let it through).
+struct GradientReport {
+  size_t bad = 0, worst_i = 0;
+  double worst = 0;                 // largest relative error; +inf when some value is not finite
+  std::vector<std::string> first;   // the first few mismatches, for the failure message
+  bool ok() const { return bad == 0; }
+};
+
+// Compares `analytic` = ∂loss/∂x with central differences of step h for every element of x (x is restored),
+// without reporting: |analytic − numeric| ≤ tol · max(1, |numeric|), both finite.
+inline GradientReport compare_gradient(std::vector<double>& x, const std::vector<double>& analytic,
+                                       const std::function<double()>& loss, double h = 1e-5, double tol = 1e-6) {
+  GradientReport r;
   for (size_t i = 0; i < x.size(); ++i) {
     const double keep = x[i];
     x[i] = keep + h;
@@ -61,13 +68,29 @@ inline void expect_gradient(const std::string& what, std::vector<double>& x, con
     const double lm = loss();
     x[i] = keep;
     const double numeric = (lp - lm) / (2 * h);
-    const double err = std::abs(analytic[i] - numeric) / std::max(1.0, std::abs(numeric));
-    if (err > worst) worst = err, worst_i = i;
-    if (err > tol && bad++ < 5)
-      ADD_FAILURE() << what << "[" << i << "]: analytic " << analytic[i] << " numeric " << numeric;
+    const double a = i < analytic.size() ? analytic[i] : std::nan("");
+    const bool finite = std::isfinite(a) && std::isfinite(numeric);
+    const double err = finite ? std::abs(a - numeric) / std::max(1.0, std::abs(numeric)) : HUGE_VAL;
+    if (err > r.worst) r.worst = err, r.worst_i = i;
+    if (!(err <= tol)) {
+      if (r.first.size() < 5)
+        r.first.push_back("[" + std::to_string(i) + "]: analytic " + std::to_string(a) + " numeric " +
+                          std::to_string(numeric) + (finite ? "" : " (not finite)"));
+      ++r.bad;
+    }
   }
-  EXPECT_LE(worst, tol) << what << ": worst relative error " << worst << " at " << worst_i << " (" << bad
-                        << " of " << x.size() << " bad)";
+  return r;
+}
+
+// Checks `analytic` = ∂loss/∂x for every element of x by central differences with step h; x is restored.
+// Passes when |analytic − numeric| ≤ tol · max(1, |numeric|) everywhere, both sides finite.
+inline void expect_gradient(const std::string& what, std::vector<double>& x, const std::vector<double>& analytic,
+                            const std::function<double()>& loss, double h = 1e-5, double tol = 1e-6) {
+  ASSERT_EQ(x.size(), analytic.size()) << what;
+  const GradientReport r = compare_gradient(x, analytic, loss, h, tol);
+  for (const std::string& m : r.first) ADD_FAILURE() << what << m;
+  EXPECT_EQ(r.bad, 0u) << what << ": worst relative error " << r.worst << " at " << r.worst_i << " (" << r.bad
+                       << " of " << x.size() << " bad, NaN/Inf included)";
 }
 
 // |got − ref| ≤ atol + rtol·|ref| element-wise; reports the first few mismatches and the count.
