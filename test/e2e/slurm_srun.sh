@@ -14,7 +14,7 @@ rc=$?; cat "$TMP/srun.out"
 # A launcher mismatch makes every task its own rank 0 of 1: insist on one world of 2.
 grep -q "hetrain: 2 rank(s)" "$TMP/srun.out" || fail "srun did not give one world of 2 ranks"
 [ "$(grep -c '^done:' "$TMP/srun.out")" -eq 1 ] || fail "expected exactly one rank 0"
-timeout 180 sbatch --wait -O -n 2 -o "$TMP/job.out" jobs/train.sbatch "${ARGS[@]}" >/dev/null
+timeout 180 sbatch --wait -O -n 2 -o "$TMP/job.out" jobs/train.sbatch "${ARGS[@]}" --checkpoint-dir "$TMP/ckpt" >/dev/null
 rc=$?; cat "$TMP/job.out"
 [ $rc -eq 0 ] || fail "sbatch job exit $rc"
 grep -q "hetrain: 2 rank(s)" "$TMP/job.out" || fail "sbatch job did not run 2 ranks"
