@@ -370,6 +370,10 @@ class Trainer {
     for (int64_t b : last_split_) total += b;
     s_.comm->weighted_allreduce(params.states().data(), params.state_count(),
                                 double(last_split_[world_.rank()]) / double(std::max<int64_t>(1, total)));
+    if (cfg_.debug_consistency) {
+      const Tensor states = params.states().to(Device::CPU);
+      world_.check_identical(states.data(), params.state_count(), "batch-norm running statistics");
+    }
   }
 
   void end_epoch(int64_t epoch, TrainResult& result) {
