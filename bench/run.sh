@@ -3,14 +3,14 @@
 # one run; nothing here fails on time (exit 0 unless something crashes). Read ratios, not absolute numbers:
 # the machine may be shared. See bench/README.md.
 #
-#   bench/run.sh [train] [reader] [hetero]     default: all three
+#   bench/run.sh [train] [reader] [hetero] [checkpoint]     default: all four
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
 BIN=build/bin
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 CORES=$(getconf _NPROCESSORS_ONLN)
-SECTIONS=${*:-train reader hetero}
+SECTIONS=${*:-train reader hetero checkpoint}
 TMP=$(mktemp -d /tmp/hetrain-bench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -112,13 +112,39 @@ reader() {
   fi
 }
 
-# ------------------------------------------------------------------------------------------------ 3
+# ------------------------------------------------------------------------------------------------ 4
+checkpoint() {
+  echo
+  echo "== 4. checkpoint cost (write = in-memory HDF5 image + write + fsync + rename; load = read + verify CRC-32)"
+  if [ ! -x "$BIN/bench_checkpoint" ]; then echo "   skipped: $BIN/bench_checkpoint is not built"; return; fi
+  local dir="$TMP/ckpt"; mkdir -p "$dir"
+  printf "%-9s %-9s %11s %9s %9s %9s   %s\n" model input "file MB" "write s" "load s" "dd s" "dd MB/s (same bytes, conv=fsync, same folder)"
+  for cfg in "resnet20 32 10" "resnet50 224 1000"; do
+    read -r model size classes <<<"$cfg"
+    local h bytes dd_s
+    h=$("$BIN/bench_checkpoint" --model "$model" --size "$size" --classes "$classes" --dir "$dir" --repeat 3 2>&1) \
+      || { echo "   $model: bench_checkpoint failed: $h"; continue; }
+    bytes=$(field file_bytes "$h")
+    local t0; t0=$(date +%s.%N)
+    dd if=/dev/zero of="$dir/dd.bin" bs=1M count=$(( (bytes + 1048575) / 1048576 )) conv=fsync status=none
+    dd_s=$(calc "$(date +%s.%N) - $t0")
+    rm -f "$dir/dd.bin"
+    printf "%-9s %-9s %11.1f %9.3f %9.3f %9.3f   %.0f\n" "$model" "${size}x${size}" "$(calc "$bytes/1e6")" \
+      "$(field write_s "$h")" "$(field load_s "$h")" "$dd_s" "$(calc "$bytes/1e6/($dd_s+1e-9)")"
+    [ "$model" = resnet50 ] && last_write=$(field write_s "$h")
+  done
+  echo "   best of 3 (dd: one run). At the default --checkpoint-minutes 30, resnet50's write takes" \
+    "$(printf '%.3f' "$(calc "100*${last_write:-0}/1800")")% of run time (target < 1%)."
+}
+
+# ------------------------------------------------------------------------------------------------
 for s in $SECTIONS; do
   case $s in
     train) train_step ;;
     reader) reader ;;
     hetero) echo; echo "== 3. heterogeneous balancing (bench/hetero.sh)"; bench/hetero.sh ;;
-    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero)" >&2; exit 2 ;;
+    checkpoint) checkpoint ;;
+    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint)" >&2; exit 2 ;;
   esac
 done
 exit 0

@@ -307,8 +307,10 @@ void write_objects(hid_t file, const std::string& tmp, const CheckpointInfo& inf
 // half-closed HDF5 file.
 std::vector<char> file_image(const std::string& name, const CheckpointInfo& info,
                              const std::vector<TensorEntry>& entries) {
+  size_t bytes = size_t(1) << 20;  // attributes, groups and the configuration text
+  for (const TensorEntry& e : entries) bytes += e.bytes() + 1024;
   Id fapl(H5Pcreate(H5P_FILE_ACCESS));
-  HT_CHECK(fapl.valid() && H5Pset_fapl_core(fapl, size_t(64) << 20, /*backing_store=*/0) >= 0,
+  HT_CHECK(fapl.valid() && H5Pset_fapl_core(fapl, bytes, /*backing_store=*/0) >= 0,
            "cannot set up an in-memory HDF5 file: ", h5::last_error());
   Id file(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl));
   HT_CHECK(file.valid(), "cannot create an in-memory HDF5 file: ", h5::last_error());
