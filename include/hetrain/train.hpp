@@ -1,6 +1,6 @@
 // hetrain/train.hpp — the synchronous training loop and its configuration.
 //
-// The loop is the data flow of DESIGN.md: EpochPlan slice → prefetch → forward/backward on the local
+// The loop is the data flow of docs/architecture.md: EpochPlan slice → prefetch → forward/backward on the local
 // b_r samples → gradients scaled by b_r/B and sum-allreduced → identical SGD step on every rank →
 // balancer records compute time and, at agreed steps, re-fits the split.
 #pragma once

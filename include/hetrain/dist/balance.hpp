@@ -1,6 +1,6 @@
 // hetrain/dist/balance.hpp — load balancing without MPI: cost model, split solver, decisions.
 //
-// DESIGN.md "Load balancing". Rank r's compute time per step is modelled as t_r(b) = α_r + β_r·b for
+// docs/architecture.md, "Load balancing". Rank r's compute time per step is modelled as t_r(b) = α_r + β_r·b for
 // b ≥ 1 and t_r(0) = 0 (a rank with no samples does no forward/backward). The solver picks the integer
 // split b (Σ b = B, 0 ≤ b_r ≤ cap_r) that minimises max_r t_r(b_r). BalancePlanner decides WHEN to
 // change the split (calibration schedule, every K steps, hysteresis) from models that every rank holds

@@ -1,7 +1,7 @@
 // hetrain/dist/communicator.hpp — how ranks sum gradients.
 //
 // Each rank's gradient is the mean over its own b_r samples. Scaling it by b_r/B and summing over ranks
-// gives exactly the mean over the global batch B (DESIGN.md, invariant 1). The interface is the same for
+// gives exactly the mean over the global batch B (docs/architecture.md, invariant 1). The interface is the same for
 // every backend: MPI on host memory, NCCL on GPU memory, and MPI on behalf of a GPU rank in a job that
 // also has CPU ranks (its gradients go to the host and back).
 #pragma once
