@@ -23,6 +23,20 @@ check split-wrong-sum "split" "${S[@]}" --global-batch 32 --split 1,2,3,4
 check missing-data "nope.h5" --data "$TMP/nope.h5"
 check diverged "NaN/Inf" "${S[@]}" --global-batch 32 --lr 1e12 --momentum 0
 check bad-device "device must be" "${S[@]}" --global-batch 32 --device tpu
+check negative-synthetic "--synthetic must be a positive number of samples, got -5" --synthetic -5 --global-batch 32
+check infinite-lr "--lr must be a finite number > 0, got inf" "${S[@]}" --global-batch 32 --lr inf
+check nan-lr "--lr must be a finite number > 0, got nan" "${S[@]}" --global-batch 32 --lr nan
+# Output paths are checked at start-up, not after training (the errors are agreed by all ranks, which
+# only happens before the first step): a folder given as --metrics (no stray temporary file left beside
+# it), --dump-params in a missing folder, --dump-samples that cannot be written.
+mkdir -p "$TMP/metrics-dir"
+check metrics-is-a-folder "--metrics $TMP/metrics-dir: not a regular file" "${S[@]}" --global-batch 32 \
+  --metrics "$TMP/metrics-dir"
+ls "$TMP" | grep -q 'metrics-dir.tmp' && fail "metrics-is-a-folder: a stray temporary file was left"
+check params-missing-folder "--dump-params $TMP/no/such/p.bin: cannot write there" "${S[@]}" --global-batch 32 \
+  --dump-params "$TMP/no/such/p.bin"
+check samples-missing-folder "--dump-samples $TMP/no/such/s.0: cannot write" "${S[@]}" --global-batch 32 \
+  --dump-samples "$TMP/no/such/s.%r"
 "$HETRAIN" devices >/dev/null 2>&1 || check cuda-without-gpu "device cuda: no CUDA device" "${S[@]}" --global-batch 32 --device cuda
 # Ranks that parsed different configurations fail fast, naming the rank that differs.
 timeout 120 mpirun -n 3 bash -c 'exec '"$HETRAIN"' train --model mlp --synthetic 256 --synthetic-shape 1,8,8 \
