@@ -15,6 +15,7 @@
 #include <iostream>
 
 #include "data/pack.hpp"
+#include "hetrain/data.hpp"
 #include "hetrain/error.hpp"
 #include "tools.hpp"
 
@@ -120,6 +121,7 @@ int run(int argc, char** argv, MPI_Comm comm) {
         ("classes", po::value(&classes)->default_value(0), "number of classes (0 = from the labels, at least 10)")
         ("class-names", po::value(&class_names), "comma-separated class names");
     if (!parse(cmd, args, own, out, vm, nullptr, "Packs MNIST-format IDX files (plain or gzip).")) return 0;
+    opt.inputs = {{"--images", images}, {"--labels", labels}};
     src = open_idx(images, labels, classes, split_names(class_names));
   } else if (cmd == "cifar") {
     std::vector<std::string> files;
@@ -137,6 +139,8 @@ int run(int argc, char** argv, MPI_Comm comm) {
     pos.add("batch", -1);
     if (!parse(cmd, args, own, out, vm, &pos, "Packs CIFAR-10/100 binary batches.")) return 0;
     HT_CHECK(label == "fine" || label == "coarse", "--label must be fine or coarse, got '", label, "'");
+    for (const auto& f : files) opt.inputs.push_back({"CIFAR batch", f});
+    if (!class_names_file.empty()) opt.inputs.push_back({"--class-names-file", class_names_file});
     auto names = class_names_file.empty() ? split_names(class_names) : read_lines(class_names_file);
     src = open_cifar(files, variant, label == "fine", names);
   } else if (cmd == "folder") {
@@ -168,7 +172,10 @@ int run(int argc, char** argv, MPI_Comm comm) {
         ("seed", po::value(&seed)->default_value(1), "generator seed (same seed, same dataset)");
     if (!parse(cmd, args, own, out, vm, nullptr, "Writes seeded synthetic images with a learnable class structure."))
       return 0;
-    src = open_synthetic(seed, count, channels, height ? height : size, width ? width : size, classes);
+    const int h = height ? height : size, w = width ? width : size;
+    check_sample_shape(height || width ? "--channels/--height/--width" : "--channels/--size " + std::to_string(size),
+                       channels, h, w);
+    src = open_synthetic(seed, count, channels, h, w, classes);
   } else {
     HT_THROW("unknown command '", cmd, "' (try hetrain-pack --help)");
   }
@@ -203,6 +210,8 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   }
+  // After MPI_Init, so these handlers are the ones in force: an interrupted pack leaves no temporary file.
+  remove_temporaries_on_signals();
   int rc = 0;
   std::string message;
   try {

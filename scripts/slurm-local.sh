@@ -56,13 +56,23 @@ CONF
     fi
     pgrep -x slurmctld >/dev/null || daemon /usr/sbin/slurmctld
     pgrep -x slurmd >/dev/null || daemon /usr/sbin/slurmd
-    for _ in $(seq 50); do sinfo -h -o %T 2>/dev/null | grep -qE 'idle|mixed|alloc' && exit 0; sleep 0.2; done
+    for _ in $(seq 50); do timeout 5 sinfo -h -o %T 2>/dev/null | grep -qE 'idle|mixed|alloc' && exit 0; sleep 0.2; done
     echo "slurm-local: the node did not come up (see /var/log/slurm/)" >&2; exit 1 ;;
   stop)
-    for d in slurmd slurmctld; do [ -f $RUN/$d.pid ] && kill "$(cat $RUN/$d.pid)" 2>/dev/null || true; done
+    pids=()
+    for d in slurmd slurmctld; do [ -f $RUN/$d.pid ] && pids+=("$(cat $RUN/$d.pid)"); done
     if [ -f $RUN/munged.started-here ]; then
-      pkill -x munged 2>/dev/null || true
+      pids+=($(pgrep -x munged))
       rm -f $RUN/munged.started-here
-    fi ;;
+    fi
+    [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null
+    # slurmctld and munged take a while to exit (slurmctld's pid file goes first): wait for the processes,
+    # so that a start right after this one does not find a dying daemon.
+    for _ in $(seq 100); do
+      alive=0
+      for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+      [ $alive -eq 0 ] && break
+      sleep 0.2
+    done ;;
   *) echo "usage: scripts/slurm-local.sh start|stop" >&2; exit 2 ;;
 esac

@@ -27,6 +27,12 @@ namespace hetrain::data {
 
 constexpr const char* kFormatName = "hetrain-dataset";
 constexpr int kFormatVersion = 1;
+// Largest sample hetrain handles: C·H·W bytes (256 MiB; 1 GiB once converted to floats). Larger shapes are
+// refused where they enter (hetrain-pack options, a file's 'shape' attribute), naming the option or file.
+constexpr int64_t kMaxSampleBytes = int64_t(1) << 28;
+// Throws "<what>: a CxHxW sample is N bytes, more than hetrain handles (...)" for a shape that is not
+// positive or exceeds kMaxSampleBytes; products are computed in 64 bits. `what` names the option or file.
+void check_sample_shape(const std::string& what, int64_t channels, int64_t height, int64_t width);
 
 // The process-wide lock for the (non-thread-safe) HDF5 library.
 std::mutex& hdf5_mutex();
@@ -55,6 +61,7 @@ class Dataset {  // one logical dataset: a single file or a shard index + shard 
   void read(const std::vector<int64_t>& indices, uint8_t* images, int32_t* labels);
   // Optional per-node in-memory cache: all ranks of node_comm share one copy in an MPI shared-memory window.
   // Collective over node_comm (every rank calls it); each node rank loads a slice, then reads come from memory.
+  // When loading fails on any node rank, it throws on every node rank (the failing one with its reason).
   // The window is freed in the destructor, which is then collective too: destroy on all node ranks.
   void enable_node_cache(MPI_Comm node_comm);
   // Every label in sample order (opens every shard; labels are kept in memory anyway).
@@ -109,17 +116,24 @@ struct AugmentConfig {
   bool hflip = false;
 };
 
-// images: n samples of C×H×W uint8 → out float [n, C, H, W]: optional random crop (zero padding) and
-// horizontal flip, then (x/255 − mean[c]) / std[c]. Sample i draws from seed (aug_seed, i) only, so the
-// result does not depend on `threads`.
+// images: the samples `indices` (their dataset indices), C×H×W uint8 each → out float [n, C, H, W]: optional
+// random crop (zero padding) and horizontal flip, then (x/255 − mean[c]) / std[c]. The sample with dataset
+// index k draws from (aug_seed, k) only: the result depends on neither `threads`, nor the sample's position
+// in the batch, nor which rank holds it (the trainer's aug_seed depends only on --seed and the epoch).
+void augment_batch(const uint8_t* images, const std::vector<int64_t>& indices, const DatasetInfo& info,
+                   bool augment, const AugmentConfig& aug, uint64_t aug_seed, float* out, int threads);
+// Positional form: sample i of the batch draws as dataset index i (for callers without indices).
 void augment_batch(const uint8_t* images, int64_t n, const DatasetInfo& info, bool augment,
                    const AugmentConfig& aug, uint64_t aug_seed, float* out, int threads);
 
 // The same crops and flips for a device to apply (cuda::normalize_crop_flip's convention): int32 [n, 3] =
 // (y0, x0, flip) per sample, (y0, x0) the crop corner in the image zero-padded by crop_pad() on each side,
-// 0 ≤ y0, x0 ≤ 2·pad. Drawn exactly as augment_batch draws them, so CPU and GPU ranks augment alike.
-// Not augmenting (or no crop / no flip configured) gives zeros there.
+// 0 ≤ y0, x0 ≤ 2·pad. Drawn exactly as augment_batch draws them (keyed by the dataset index), so CPU and
+// GPU ranks augment alike. Not augmenting (or no crop / no flip configured) gives zeros there.
 int crop_pad(bool augment, const AugmentConfig& aug);  // aug.crop_padding when cropping, else 0
+std::vector<int32_t> draw_crop_flip(const std::vector<int64_t>& indices, bool augment, const AugmentConfig& aug,
+                                    uint64_t aug_seed);
+// Positional form, as augment_batch's.
 std::vector<int32_t> draw_crop_flip(int64_t n, bool augment, const AugmentConfig& aug, uint64_t aug_seed);
 
 enum class BatchForm {
@@ -145,7 +159,8 @@ class Prefetcher {  // a reader thread and an augmentation stage, `depth` batche
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
-  // Queue one batch: read `indices`, augment when `augment` (seeded by aug_seed: same seed → same result).
+  // Queue one batch: read `indices`, augment when `augment` (sample k drawn from (aug_seed, k), see
+  // augment_batch: the same seed and index give the same crop and flip in any batch).
   // BatchForm::Raw hands back the read bytes and the drawn crops/flips instead of converting them.
   void submit(std::vector<int64_t> indices, bool augment, const AugmentConfig& aug, uint64_t aug_seed,
               BatchForm form = BatchForm::Float);

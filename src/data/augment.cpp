@@ -1,8 +1,10 @@
 // Augmentation on the CPU: random crop from the image zero-padded by p on each side (the torchvision
 // RandomCrop(padding=p) recipe), horizontal flip with probability 1/2, then normalisation.
-// Sample i of a batch draws its offsets and flip from Rng(aug_seed, i) only, so results do not depend on
-// the thread count or on which thread handled the sample. draw_one() is the only place that draws: the CPU
-// path here and the GPU path (draw_crop_flip → cuda::normalize_crop_flip) apply the same crops and flips.
+// A sample draws its offsets and flip from Rng(aug_seed, its dataset index) only, so the result depends on
+// neither the thread count, nor its position in the batch, nor the rank that reads it: with the trainer's
+// seed a function of (--seed, epoch), a sample is cropped and flipped alike under every split. draw_one()
+// is the only place that draws: the CPU path here and the GPU path (draw_crop_flip →
+// cuda::normalize_crop_flip) apply the same crops and flips.
 #include <algorithm>
 #include <thread>
 #include <vector>
@@ -18,8 +20,8 @@ struct CropFlip {
   bool flip = false;
 };
 
-CropFlip draw_one(bool augment, const AugmentConfig& aug, int pad, uint64_t aug_seed, int64_t i) {
-  Rng rng(aug_seed, uint64_t(i));
+CropFlip draw_one(bool augment, const AugmentConfig& aug, int pad, uint64_t aug_seed, int64_t index) {
+  Rng rng(aug_seed, uint64_t(index));
   CropFlip d;
   if (augment && aug.random_crop) {  // y0 − pad, x0 − pad uniform in [−pad, pad]
     d.y0 = int(rng.below(2 * pad + 1));
@@ -72,11 +74,25 @@ int crop_pad(bool augment, const AugmentConfig& aug) {
   return augment && aug.random_crop ? aug.crop_padding : 0;
 }
 
+namespace {
+std::vector<int64_t> positions(int64_t n) {
+  std::vector<int64_t> p(size_t(std::max<int64_t>(n, 0)));
+  for (int64_t i = 0; i < n; ++i) p[size_t(i)] = i;
+  return p;
+}
+}  // namespace
+
 std::vector<int32_t> draw_crop_flip(int64_t n, bool augment, const AugmentConfig& aug, uint64_t aug_seed) {
+  return draw_crop_flip(positions(n), augment, aug, aug_seed);
+}
+
+std::vector<int32_t> draw_crop_flip(const std::vector<int64_t>& indices, bool augment, const AugmentConfig& aug,
+                                    uint64_t aug_seed) {
   const int pad = crop_pad(augment, aug);
-  std::vector<int32_t> out(size_t(std::max<int64_t>(n, 0)) * 3);
+  const int64_t n = int64_t(indices.size());
+  std::vector<int32_t> out(size_t(n) * 3);
   for (int64_t i = 0; i < n; ++i) {
-    const CropFlip d = draw_one(augment, aug, pad, aug_seed, i);
+    const CropFlip d = draw_one(augment, aug, pad, aug_seed, indices[size_t(i)]);
     out[3 * i] = d.y0;
     out[3 * i + 1] = d.x0;
     out[3 * i + 2] = d.flip ? 1 : 0;
@@ -86,13 +102,20 @@ std::vector<int32_t> draw_crop_flip(int64_t n, bool augment, const AugmentConfig
 
 void augment_batch(const uint8_t* images, int64_t n, const DatasetInfo& info, bool augment,
                    const AugmentConfig& aug, uint64_t aug_seed, float* out, int threads) {
+  augment_batch(images, positions(n), info, augment, aug, aug_seed, out, threads);
+}
+
+void augment_batch(const uint8_t* images, const std::vector<int64_t>& indices, const DatasetInfo& info,
+                   bool augment, const AugmentConfig& aug, uint64_t aug_seed, float* out, int threads) {
+  const int64_t n = int64_t(indices.size());
   HT_CHECK(int(info.mean.size()) == info.channels && int(info.std.size()) == info.channels,
            "dataset mean/std do not match its ", info.channels, " channels");
   const int pad = crop_pad(augment, aug);
   const int64_t sb = info.sample_bytes();
   auto work = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
-      augment_one(images + i * sb, info, draw_one(augment, aug, pad, aug_seed, i), pad, out + i * sb);
+      augment_one(images + i * sb, info, draw_one(augment, aug, pad, aug_seed, indices[size_t(i)]), pad,
+                  out + i * sb);
   };
   int t = int(std::max<int64_t>(1, std::min<int64_t>(threads, n)));
   if (t == 1) return work(0, n);

@@ -1,12 +1,16 @@
 // Dataset: opening and validating v1 files (single, shard, index) and reading selected samples.
 //
 // Labels are small (4 bytes a sample), so a shard's labels are read and range-checked when the shard is
-// first opened and served from memory. Images of uncompressed shards are copied from a memory map of the file
-// (data/mapped_images.hpp); otherwise they are read with one H5Dread per run of consecutive indices.
+// opened and served from memory. Opening an index validates every shard once (then closes it), so bad input
+// is found by open() on every rank alike; a shard is opened for reading when a read first touches it.
+// Images of uncompressed shards are copied from a memory map of the file (data/mapped_images.hpp, which also
+// turns a file shrinking under the map into an error); otherwise they are read with one H5Dread per run of
+// consecutive indices. After each read, the files read must still have the size and mtime seen at open.
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -23,12 +27,32 @@ std::mutex& hdf5_mutex() {
   return m;
 }
 
+void check_sample_shape(const std::string& what, int64_t channels, int64_t height, int64_t width) {
+  HT_CHECK(channels > 0 && height > 0 && width > 0, what, ": image shape ", channels, "x", height, "x", width,
+           " is not positive");
+  // Each factor is checked before multiplying, so the product cannot overflow.
+  const bool fits = channels <= kMaxSampleBytes && height <= kMaxSampleBytes && width <= kMaxSampleBytes &&
+                    channels * height <= kMaxSampleBytes && channels * height * width <= kMaxSampleBytes;
+  if (fits) return;
+  const double bytes = double(channels) * double(height) * double(width);
+  char size[32];
+  std::snprintf(size, sizeof size, "%.4g", bytes);
+  HT_THROW(what, ": a ", channels, "x", height, "x", width, " sample is ", size, " bytes, more than hetrain handles (",
+           kMaxSampleBytes, " bytes = C*H*W per sample)");
+}
+
 struct Dataset::Shard {
   std::string path;
   int64_t count = 0;
   h5::Id file, images;
   std::unique_ptr<MappedImages> mapped;  // null: read /images with H5Dread (compressed, unusual layout)
+  FileWatch watch;                       // unmapped shards (a mapped one's map watches its file)
   std::vector<int32_t> labels;
+  // Throws "<file>: changed or truncated while reading" when the file's size or mtime changed since open.
+  void check_unchanged() const {
+    if (mapped) mapped->check_unchanged();
+    else watch.check();
+  }
 };
 
 namespace {
@@ -68,6 +92,7 @@ void read_info(hid_t f, const std::string& path, DatasetInfo& info) {
   auto shape = h5::read_int_array_attr(f, "shape", path);
   HT_CHECK(shape.size() == 3 && shape[0] > 0 && shape[1] > 0 && shape[2] > 0, path,
            ": attribute 'shape' must be three positive integers [C, H, W]");
+  check_sample_shape(path + ": attribute 'shape'", shape[0], shape[1], shape[2]);
   info.channels = int(shape[0]);
   info.height = int(shape[1]);
   info.width = int(shape[2]);
@@ -86,8 +111,29 @@ void read_info(hid_t f, const std::string& path, DatasetInfo& info) {
   HT_CHECK(info.num_samples > 0, path, ": empty dataset (num_samples is ", info.num_samples, ")");
 }
 
-// Opens /images and /labels of a single or shard file, checks them against the logical dataset.
-void open_arrays(Dataset::Shard& s, const DatasetInfo& info) {
+// Whether a dataset's data pass through filters (compression).
+bool filtered(hid_t d) {
+  h5::Id dcpl(H5Dget_create_plist(d));
+  return dcpl.valid() && H5Pget_nfilters(dcpl) > 0;
+}
+
+// HDF5 lets a dataset claim any extent without storing it (unwritten chunks read as fill values), so a
+// damaged or hand-made file can claim 2^36 samples in a few kilobytes. Before anything is allocated for the
+// count, the file must be large enough to hold it (compressed data: at deflate's best ratio, about 1032:1).
+void check_file_holds(const std::string& p, int64_t n, int64_t sample_bytes, bool images_filtered,
+                      bool labels_filtered) {
+  struct stat st;
+  if (::stat(p.c_str(), &st) != 0) return;
+  const double kBestRatio = 1100;
+  const double need = double(n) * double(sample_bytes) / (images_filtered ? kBestRatio : 1) +
+                      double(n) * 4 / (labels_filtered ? kBestRatio : 1);
+  HT_CHECK(need <= double(st.st_size), p, ": claims ", n, " samples of ", sample_bytes, " bytes, more than its ",
+           st.st_size, " bytes can hold (damaged, or not written by hetrain-pack)");
+}
+
+// Opens /images and /labels of a single or shard file, checks them against the logical dataset. map_images:
+// also prepare direct reads of /images (MappedImages); a shard opened only to be validated skips that.
+void open_arrays(Dataset::Shard& s, const DatasetInfo& info, bool map_images = true) {
   const std::string& p = s.path;
   HT_CHECK(H5Lexists(s.file, "images", H5P_DEFAULT) > 0, p, ": dataset /images is missing");
   HT_CHECK(H5Lexists(s.file, "labels", H5P_DEFAULT) > 0, p, ": dataset /labels is missing");
@@ -105,7 +151,8 @@ void open_arrays(Dataset::Shard& s, const DatasetInfo& info) {
   HT_CHECK(int64_t(d[1]) == info.channels && int64_t(d[2]) == info.height && int64_t(d[3]) == info.width, p,
            ": /images samples are ", d[1], "x", d[2], "x", d[3], ", expected ", info.channels, "x", info.height,
            "x", info.width);
-  HT_CHECK(int64_t(d[0]) == s.count, p, ": /images holds ", d[0], " samples, expected ", s.count);
+  HT_CHECK(int64_t(d[0]) == s.count, p, ": /images holds ", d[0], " samples but attribute 'num_samples' says ",
+           s.count);
 
   h5::Id labels(H5Dopen2(s.file, "labels", H5P_DEFAULT));
   HT_CHECK(labels.valid(), p, ": cannot open /labels: ", h5::last_error());
@@ -116,13 +163,28 @@ void open_arrays(Dataset::Shard& s, const DatasetInfo& info) {
   HT_CHECK(H5Sget_simple_extent_ndims(lsp) == 1, p, ": /labels must have 1 dimension [N]");
   H5Sget_simple_extent_dims(lsp, &ln, nullptr);
   HT_CHECK(int64_t(ln) == s.count, p, ": count mismatch: /images holds ", s.count, " samples but /labels holds ", ln);
+  check_file_holds(p, s.count, info.sample_bytes(), filtered(s.images), filtered(labels));
   s.labels.resize(ln);
   HT_CHECK(H5Dread(labels, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.labels.data()) >= 0, p,
            ": cannot read /labels: ", h5::last_error());
-  s.mapped = MappedImages::open(p, s.file, s.images, s.count, info.sample_bytes());
+  if (map_images) s.mapped = MappedImages::open(p, s.file, s.images, s.count, info.sample_bytes());
+  if (!s.mapped) s.watch = FileWatch(p, -1);
   for (int64_t i = 0; i < s.count; ++i)
     HT_CHECK(s.labels[i] >= 0 && s.labels[i] < info.num_classes, p, ": label ", s.labels[i], " of sample ", i,
              " is outside [0, ", info.num_classes, ")");
+}
+
+// Opens shard s of an index and checks it against the index. Caller holds the HDF5 mutex.
+std::unique_ptr<Dataset::Shard> open_shard(const DatasetInfo& info, int s, bool map_images) {
+  auto sh = std::make_unique<Dataset::Shard>();
+  sh->path = info.shard_files[s];
+  sh->count = info.shard_counts[s];
+  sh->file = open_checked(sh->path);
+  int64_t n = h5::read_int_attr(sh->file, "num_samples", sh->path);
+  HT_CHECK(n == sh->count, info.path, ": the index says shard ", s, " (", sh->path, ") holds ", sh->count,
+           " samples, the shard says ", n);
+  open_arrays(*sh, info, map_images);
+  return sh;
 }
 }  // namespace
 
@@ -155,6 +217,11 @@ std::unique_ptr<Dataset> Dataset::open(const std::string& path) {
     }
     HT_CHECK(total == ds->info_.num_samples, path, ": shard counts add up to ", total, " but num_samples is ",
              ds->info_.num_samples);
+    // Every shard is validated now (its count against the index, its arrays, every label), so that a bad
+    // shard is refused while opening — before training allocates anything for the claimed counts, and on
+    // every rank alike — rather than by whichever rank first reads from it. The shard is closed again: its
+    // images are opened (and mapped) when a read first touches it.
+    for (size_t s = 0; s < files.size(); ++s) open_shard(ds->info_, int(s), false);
   } else {
     HT_CHECK(layout == "single" || layout == "shard", path, ": unknown layout '", layout, "'");
     ds->info_.shard_files = {path};
@@ -184,19 +251,10 @@ Dataset::~Dataset() {
   shards_.clear();
 }
 
+
 // Caller holds the HDF5 mutex.
 Dataset::Shard& Dataset::shard(int s) {
-  if (!shards_[s]) {
-    auto sh = std::make_unique<Shard>();
-    sh->path = info_.shard_files[s];
-    sh->count = info_.shard_counts[s];
-    sh->file = open_checked(sh->path);
-    int64_t n = h5::read_int_attr(sh->file, "num_samples", sh->path);
-    HT_CHECK(n == sh->count, info_.path, ": the index says shard ", s, " (", sh->path, ") holds ", sh->count,
-             " samples, the shard says ", n);
-    open_arrays(*sh, info_);
-    shards_[s] = std::move(sh);
-  }
+  if (!shards_[s]) shards_[s] = open_shard(info_, s, true);
   return *shards_[s];
 }
 
@@ -290,27 +348,45 @@ void Dataset::read(const std::vector<int64_t>& indices, uint8_t* images, int32_t
       h5::Id fspace(H5Dget_space(sh.images));
       H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, count, nullptr);
       h5::Id mspace(H5Screate_simple(4, count, nullptr));
-      HT_CHECK(H5Dread(sh.images, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, dst + k * sb) >= 0,
-               sh.path, ": cannot read samples ", start[0], "..", start[0] + count[0] - 1, ": ", h5::last_error());
+      if (H5Dread(sh.images, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, dst + k * sb) < 0) {
+        const std::string why = h5::last_error();
+        sh.check_unchanged();  // a file changed under us says so rather than HDF5's symptom
+        HT_THROW(sh.path, ": cannot read samples ", start[0], "..", start[0] + count[0] - 1, ": ", why);
+      }
       ++read_calls_;
       for (size_t j = k; j < e; ++j) staged[slow[j]] = int64_t(j);
       k = e;
     }
   }
   if (lock.owns_lock()) lock.unlock();
-  for (int64_t i = 0; i < n;) {
-    const size_t u = size_t(slot[i]);
-    int64_t e = i + 1;
-    if (usrc[u] >= 0) {
-      // Requests that continue back to back in the same file (sequential scans) take one copy.
-      while (e < n && ushard[slot[e]] == ushard[u] && usrc[slot[e]] == usrc[u] + (e - i) * sb) ++e;
-      shards_[ushard[u]]->mapped->copy(usrc[u], e - i, images + i * sb);
-    } else if (!direct) {
-      std::memcpy(images + i * sb, staging_.data() + staged[u] * sb, sb);
+  // One SIGBUS guard for all copies (a file that shrank under its map faults; see MappedImages). The loop
+  // holds no objects with destructors, as the guard requires; `at` says where a fault happened.
+  volatile int64_t at = 0, at_count = 0;
+  const bool copied = MappedImages::guard([&] {
+    for (int64_t i = 0; i < n;) {
+      const size_t u = size_t(slot[i]);
+      int64_t e = i + 1;
+      if (usrc[u] >= 0) {
+        // Requests that continue back to back in the same file (sequential scans) take one copy.
+        while (e < n && ushard[slot[e]] == ushard[u] && usrc[slot[e]] == usrc[u] + (e - i) * sb) ++e;
+        at = i;
+        at_count = e - i;
+        shards_[ushard[u]]->mapped->copy_in_guard(usrc[u], e - i, images + i * sb);
+      } else if (!direct) {
+        std::memcpy(images + i * sb, staging_.data() + staged[u] * sb, sb);
+      }
+      for (int64_t j = i; labels && j < e; ++j) labels[j] = ulabels[slot[j]];
+      i = e;
     }
-    for (int64_t j = i; labels && j < e; ++j) labels[j] = ulabels[slot[j]];
-    i = e;
+  });
+  if (!copied) {
+    const size_t u = size_t(slot[at]);
+    shards_[ushard[u]]->mapped->throw_past_end(usrc[u], at_count);
   }
+  // The bytes just copied are only good if the files did not change meanwhile (ushard is sorted by sample
+  // index, so each shard appears as one run).
+  for (size_t u = 0; u < U; ++u)
+    if (u == 0 || ushard[u] != ushard[u - 1]) shards_[ushard[u]]->check_unchanged();
 }
 
 void Dataset::enable_node_cache(MPI_Comm node_comm) {
@@ -328,18 +404,42 @@ void Dataset::enable_node_cache(MPI_Comm node_comm) {
   void* mem = nullptr;
   HT_MPI_CHECK(MPI_Win_shared_query(cache_win_, 0, &got, &disp, &mem));
   uint8_t* shared = static_cast<uint8_t*>(mem);
-  // Each node rank fills a contiguous slice with sorted, consecutive reads.
+  // Each node rank fills a contiguous slice with sorted, consecutive reads, and loads every label (each
+  // rank keeps its own copy, 4 bytes a sample). A failure on one rank is agreed on before anyone goes on:
+  // every node rank then frees the window and throws, so none waits in a collective for a rank that left.
   HT_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, cache_win_));
   const int64_t begin = N * rank / size, end = N * (rank + 1) / size, block = 4096;
-  for (int64_t b = begin; b < end; b += block) {
-    std::vector<int64_t> idx(std::min(block, end - b));
-    std::iota(idx.begin(), idx.end(), b);
-    read(idx, shared + b * sb, nullptr);
+  std::string error;
+  try {
+    for (int64_t b = begin; b < end; b += block) {
+      std::vector<int64_t> idx(std::min(block, end - b));
+      std::iota(idx.begin(), idx.end(), b);
+      read(idx, shared + b * sb, nullptr);
+    }
+    cache_labels_.resize(N);
+    std::lock_guard<std::mutex> lock(hdf5_mutex());
+    for (size_t s = 0; s < shards_.size(); ++s) {
+      Shard& sh = shard(int(s));
+      std::copy(sh.labels.begin(), sh.labels.end(), cache_labels_.begin() + shard_begin_[s]);
+    }
+  } catch (const Error& e) {
+    error = e.message();
+  } catch (const std::exception& e) {
+    error = e.what();
   }
   HT_MPI_CHECK(MPI_Win_sync(cache_win_));
-  HT_MPI_CHECK(MPI_Barrier(node_comm));
+  const int failed = error.empty() ? 0 : 1;
+  int any_failed = 0;  // the allreduce is also the barrier between filling and reading the window
+  HT_MPI_CHECK(MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, node_comm));
   HT_MPI_CHECK(MPI_Win_sync(cache_win_));
   HT_MPI_CHECK(MPI_Win_unlock_all(cache_win_));
+  if (any_failed) {
+    HT_MPI_CHECK(MPI_Win_free(&cache_win_));  // collective: every node rank is here
+    cache_win_ = MPI_WIN_NULL;
+    cache_labels_.clear();
+    if (failed) HT_THROW(error);
+    HT_THROW(info_.path, ": node cache not enabled: another rank of this node failed to load its share");
+  }
   // Map every page of the window into this process now: the pages other ranks filled are not yet in this
   // rank's page table, and faulting them in one by one during the first epoch's random reads made the
   // 4-rank cache slower than reading the file. One read per page maps the existing page (no copy).
@@ -348,15 +448,6 @@ void Dataset::enable_node_cache(MPI_Comm node_comm) {
     unsigned sum = 0;
     for (int64_t off = 0; off < N * sb; off += page) sum += static_cast<const volatile uint8_t*>(shared)[off];
     asm volatile("" : : "r"(sum));
-  }
-  // Labels: every rank keeps its own copy (4 bytes a sample).
-  cache_labels_.resize(N);
-  {
-    std::lock_guard<std::mutex> lock(hdf5_mutex());
-    for (size_t s = 0; s < shards_.size(); ++s) {
-      Shard& sh = shard(int(s));
-      std::copy(sh.labels.begin(), sh.labels.end(), cache_labels_.begin() + shard_begin_[s]);
-    }
   }
   cache_ = shared;
 }

@@ -1,11 +1,21 @@
 // pack(): split → shard plan → each rank writes its shards → global mean/std → commit → index.
 #include "data/pack.hpp"
 
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <map>
+#include <set>
 
 #include "data/rng.hpp"
 #include "hetrain/error.hpp"
@@ -79,6 +89,88 @@ void barrier(MPI_Comm comm) {
   if (mpi_up()) HT_MPI_CHECK(MPI_Barrier(comm));
 }
 
+// Number of files pack_one writes for n samples (1 = a plain file, else shards + index).
+int shard_count(int64_t n, const PackOptions& opt) {
+  return opt.shard_size > 0 ? int((n + opt.shard_size - 1) / opt.shard_size) : opt.shards;
+}
+
+// What identifies a file: device and inode when it exists; otherwise the absolute path with its folder's
+// symbolic links resolved (two names of a file not yet written).
+struct FileIdentity {
+  bool exists = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::string resolved;
+};
+
+FileIdentity identify(const std::string& path) {
+  FileIdentity id;
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    id.exists = true;
+    id.dev = st.st_dev;
+    id.ino = st.st_ino;
+  }
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  char buf[PATH_MAX];
+  id.resolved = ::realpath(dir.c_str(), buf) ? std::string(buf) + "/" + base : path;
+  return id;
+}
+
+bool same_file(const FileIdentity& a, const FileIdentity& b) {
+  if (a.exists && b.exists) return a.dev == b.dev && a.ino == b.ino;
+  return a.resolved == b.resolved;
+}
+
+// Agreement on an error found by some ranks: the lowest failing rank throws its message, the others throw
+// the "stopping" line that hetrain-pack does not print. No error anywhere: returns.
+void agree(const std::string& error, const std::string& output, MPI_Comm comm) {
+  int rank = 0;
+  if (mpi_up()) MPI_Comm_rank(comm, &rank);
+  const int mine = error.empty() ? INT_MAX : rank;
+  int lowest = mine;
+  if (mpi_up()) HT_MPI_CHECK(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, comm));
+  if (lowest == INT_MAX) return;
+  if (lowest == rank) HT_THROW(error);
+  HT_THROW("stopping: another rank failed while packing ", output);
+}
+
+// The files pack() writes, each with how to name it in a message ("-o out.h5", "shard 2 of -o out.h5").
+std::vector<std::pair<std::string, std::string>> planned_outputs(const PackOptions& opt, int64_t n_train,
+                                                                 int64_t n_val) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto add = [&](const std::string& option, const std::string& path, int64_t n) {
+    const std::string label = option + " " + path;
+    out.push_back({label, path});
+    const int S = shard_count(n, opt);
+    if (S > 1 && S <= n)
+      for (int s = 0; s < S; ++s) out.push_back({"shard " + std::to_string(s) + " of " + label, shard_path(path, s, S)});
+  };
+  add("-o", opt.output, n_train);
+  if (n_val > 0) add("--val-output", opt.val_output, n_val);
+  return out;
+}
+
+// Refuses an output that is an input or another output: writing it would destroy data and still exit 0.
+std::string check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs, const PackOptions& opt) {
+  std::vector<FileIdentity> out_ids, in_ids;
+  for (const auto& o : outputs) out_ids.push_back(identify(o.second));
+  for (const auto& i : opt.inputs) in_ids.push_back(identify(i.second));
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    for (size_t i = 0; i < opt.inputs.size(); ++i)
+      if (same_file(out_ids[k], in_ids[i]))
+        return outputs[k].first + " is the same file as the input " + opt.inputs[i].second + " (" +
+               opt.inputs[i].first + "): refusing to overwrite an input; choose another output";
+    for (size_t j = 0; j < k; ++j)
+      if (same_file(out_ids[k], out_ids[j]))
+        return outputs[k].first + " is the same file as " + outputs[j].first +
+               ": one output would overwrite the other; choose different outputs";
+  }
+  return "";
+}
+
 // Packs the samples `order` of src into `output`. Collective over comm.
 void pack_one(const SampleSource& src, const std::vector<int64_t>& order, const std::string& output,
               const PackOptions& opt, PackResult& result) {
@@ -89,7 +181,7 @@ void pack_one(const SampleSource& src, const std::vector<int64_t>& order, const 
   }
   const int64_t n = int64_t(order.size());
   HT_CHECK(n > 0, output, ": empty dataset (0 samples to write)");
-  int S = opt.shard_size > 0 ? int((n + opt.shard_size - 1) / opt.shard_size) : opt.shards;
+  int S = shard_count(n, opt);
   HT_CHECK(S >= 1, "shard count must be at least 1, got ", S);
   HT_CHECK(S <= n, output, ": ", S, " shards for only ", n, " samples");
   auto shard_begin = [&](int s) { return int64_t(s) * n / S; };
@@ -191,6 +283,20 @@ PackResult pack(const SampleSource& src, const PackOptions& opt) {
   std::vector<int64_t> train, val;
   for (int64_t i = 0; i < n; ++i) (is_val[i] ? val : train).push_back(i);
 
+  const auto outputs = planned_outputs(opt, int64_t(train.size()), int64_t(val.size()));
+  agree(check_outputs(outputs, opt), opt.output, opt.comm);
+  // Stale temporaries of earlier runs that died (SIGKILL, a crash): rank 0 removes them before any rank
+  // creates its own.
+  int rank = 0;
+  if (mpi_up()) MPI_Comm_rank(opt.comm, &rank);
+  if (rank == 0) {
+    std::vector<std::string> paths;
+    for (const auto& o : outputs) paths.push_back(o.second);
+    for (const std::string& f : remove_stale_temporaries(paths))
+      std::fprintf(stderr, "hetrain-pack: removed stale temporary file %s\n", f.c_str());
+  }
+  barrier(opt.comm);
+
   PackResult result;
   pack_one(src, train, opt.output, opt, result);
   result.train_count = int64_t(train.size());
@@ -200,6 +306,38 @@ PackResult pack(const SampleSource& src, const PackOptions& opt) {
     result.val_count = int64_t(val.size());
   }
   return result;
+}
+
+std::vector<std::string> remove_stale_temporaries(const std::vector<std::string>& outputs) {
+  // Group the outputs by folder: each folder is listed once.
+  std::map<std::string, std::set<std::string>> by_dir;
+  for (const std::string& p : outputs) {
+    const size_t slash = p.find_last_of('/');
+    by_dir[slash == std::string::npos ? "." : p.substr(0, slash + 1)].insert(
+        slash == std::string::npos ? p : p.substr(slash + 1));
+  }
+  std::vector<std::string> removed;
+  for (const auto& [dir, names] : by_dir) {
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) continue;
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      const size_t tag = name.rfind(".tmp-");
+      if (tag == std::string::npos || !names.count(name.substr(0, tag))) continue;
+      const std::string digits = name.substr(tag + 5);
+      if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+        continue;
+      const long pid = std::strtol(digits.c_str(), nullptr, 10);
+      if (pid <= 0 || pid == long(::getpid())) continue;
+      if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+      const std::string path = (dir == "." ? "" : dir) + name;
+      if (::unlink(path.c_str()) == 0)
+        removed.push_back(path + " (left by process " + digits + ", which is no longer running)");
+    }
+    ::closedir(d);
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
 }
 
 }  // namespace hetrain::data

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/writer.hpp"
@@ -51,6 +52,9 @@ struct PackOptions {
   uint64_t split_seed = 0;
   bool progress = true;     // progress bar on stderr (rank 0)
   MPI_Comm comm = MPI_COMM_SELF;
+  // The input files as (option, path), e.g. ("--images", "train-images.gz"): no output may be one of them
+  // (compared by device and inode, so another name or a link for the same file counts too).
+  std::vector<std::pair<std::string, std::string>> inputs;
 };
 
 struct PackResult {
@@ -59,7 +63,15 @@ struct PackResult {
 };
 
 // Collective over opt.comm. On any error on any rank, every rank removes its temp files and throws.
+// Before writing it refuses outputs that are the same file as an input or as another output, and (rank 0)
+// removes stale temporaries "<output>.tmp-<pid>" whose process no longer runs on this host, saying so on
+// stderr, one line per file.
 PackResult pack(const SampleSource& src, const PackOptions& opt);
+
+// Removes "<output>.tmp-<pid>" files next to each of `outputs` whose pid is not a live process on this host
+// (kill(pid, 0) fails with ESRCH), except this process's own. Returns "<file> (process <pid> is gone)" for
+// each file removed.
+std::vector<std::string> remove_stale_temporaries(const std::vector<std::string>& outputs);
 
 // Name of shard s of S for an output path: "out/train.h5" → "out/train-00001-of-00004.h5".
 std::string shard_path(const std::string& output, int s, int S);

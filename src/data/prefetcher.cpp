@@ -109,12 +109,12 @@ void Prefetcher::augment_loop() {
           // Hand the read buffer over (no copy); the reader allocates a new one for a later batch.
           job->result.raw = std::move(job->raw);
           job->result.raw.resize(size_t(n) * size_t(info.sample_bytes()));  // pool buffers may be larger
-          job->result.crop_flip = draw_crop_flip(n, job->augment, job->aug, job->seed);
+          job->result.crop_flip = draw_crop_flip(job->indices, job->augment, job->aug, job->seed);
           job->result.crop_pad = crop_pad(job->augment, job->aug);
         } else {
           job->result.images = batch_tensor({n, info.channels, info.height, info.width});
-          augment_batch(job->raw.data(), n, info, job->augment, job->aug, job->seed, job->result.images.data(),
-                        threads_);
+          augment_batch(job->raw.data(), job->indices, info, job->augment, job->aug, job->seed,
+                        job->result.images.data(), threads_);
         }
         job->result.indices = job->indices;
       } catch (...) {

@@ -5,6 +5,7 @@
 
 #include "data/image.hpp"
 #include "data/pack.hpp"
+#include "hetrain/data.hpp"
 #include "hetrain/error.hpp"
 
 namespace fs = std::filesystem;
@@ -22,6 +23,7 @@ class FolderSource : public SampleSource {
   FolderSource(const std::string& root, int size, int channels) : size_(size) {
     HT_CHECK(size > 0, "--size must be positive, got ", size);
     HT_CHECK(channels == 1 || channels == 3, "--channels must be 1 or 3, got ", channels);
+    check_sample_shape("--size " + std::to_string(size), channels, size, size);
     std::error_code ec;
     HT_CHECK(fs::is_directory(root, ec), root, ": not a folder (expected one sub-folder per class)");
     std::vector<std::string> classes;

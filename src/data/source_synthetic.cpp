@@ -7,6 +7,7 @@
 
 #include "data/pack.hpp"
 #include "data/rng.hpp"
+#include "hetrain/data.hpp"
 #include "hetrain/error.hpp"
 
 namespace hetrain::data {
@@ -15,7 +16,7 @@ class SyntheticSource : public SampleSource {
  public:
   SyntheticSource(uint64_t seed, int64_t count, int C, int H, int W, int K) : seed_(seed), n_(count) {
     HT_CHECK(count > 0, "--count must be positive (empty dataset), got ", count);
-    HT_CHECK(C > 0 && H > 0 && W > 0, "bad synthetic image shape ", C, "x", H, "x", W);
+    check_sample_shape("synthetic images", C, H, W);
     HT_CHECK(K > 0, "--classes must be positive, got ", K);
     double proto_bytes = double(K) * C * H * W;
     HT_CHECK(proto_bytes <= double(1ull << 30), "synthetic: ", K, " class patterns of ", C, "x", H, "x", W,

@@ -1,15 +1,72 @@
 #include "data/writer.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <mutex>
 
 #include "hetrain/data.hpp"
 #include "hetrain/error.hpp"
 
 namespace hetrain::data {
+
+namespace {
+// The registry of live temporary files, readable from a signal handler: fixed buffers and flags in static
+// storage, no allocation, no locks on the reading side. Slots are taken and released under g_temp_mu.
+constexpr int kTempSlots = 512;
+constexpr size_t kTempPathMax = 4096;
+char g_temp_path[kTempSlots][kTempPathMax];
+volatile sig_atomic_t g_temp_used[kTempSlots];
+std::mutex g_temp_mu;
+
+// Returns the slot, or -1 when the registry is full or the path too long (the file is then only removed by
+// a later stale-temporary sweep).
+int register_temp(const std::string& path) {
+  if (path.size() >= kTempPathMax) return -1;
+  std::lock_guard<std::mutex> lock(g_temp_mu);
+  for (int i = 0; i < kTempSlots; ++i) {
+    if (g_temp_used[i]) continue;
+    std::memcpy(g_temp_path[i], path.c_str(), path.size() + 1);
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the path is complete before the flag says so
+    g_temp_used[i] = 1;
+    return i;
+  }
+  return -1;
+}
+
+void release_temp(int slot) {
+  if (slot < 0) return;
+  std::lock_guard<std::mutex> lock(g_temp_mu);
+  g_temp_used[slot] = 0;
+}
+
+// Async-signal-safe: unlink, signal, raise only.
+extern "C" void remove_temps_and_reraise(int sig) {
+  for (int i = 0; i < kTempSlots; ++i)
+    if (g_temp_used[i]) ::unlink(g_temp_path[i]);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);  // blocked while this handler runs; delivered with the default action when it returns
+}
+}  // namespace
+
+void remove_temporaries_on_signals() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = remove_temps_and_reraise;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&sa.sa_mask, sig);  // one cleanup at a time
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old;
+    // A signal ignored at start stays ignored (e.g. SIGINT of a background job, SIGHUP under nohup).
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    sigaction(sig, &sa, nullptr);
+  }
+}
 
 std::string iso_time_now() {
   std::time_t t = std::time(nullptr);
@@ -32,8 +89,7 @@ int64_t auto_chunk_samples(int64_t sample_bytes) {
 FileWriter::FileWriter(const std::string& path, int64_t n, const DatasetMeta& meta, const WriteOptions& opt)
     : path_(path), tmp_(temp_name_for(path)), meta_(meta), n_(n) {
   HT_CHECK(n > 0, path, ": refusing to write an empty dataset (0 samples)");
-  HT_CHECK(meta.channels > 0 && meta.height > 0 && meta.width > 0, path, ": bad image shape ", meta.channels, "x",
-           meta.height, "x", meta.width);
+  check_sample_shape(path, meta.channels, meta.height, meta.width);
   HT_CHECK(meta.num_classes > 0, path, ": number of classes must be positive");
   HT_CHECK(opt.gzip_level >= 0 && opt.gzip_level <= 9, "compression level must be 0..9, got ", opt.gzip_level);
   sum_.assign(meta.channels, 0.0);
@@ -42,7 +98,9 @@ FileWriter::FileWriter(const std::string& path, int64_t n, const DatasetMeta& me
 
   std::lock_guard<std::mutex> lock(hdf5_mutex());
   h5::quiet();
+  temp_slot_ = register_temp(tmp_);  // before the file exists, so a signal never misses it
   file_ = h5::Id(H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  if (!file_.valid()) release_temp(temp_slot_);  // the destructor does not run when the constructor throws
   HT_CHECK(file_.valid(), tmp_, ": cannot create file: ", h5::last_error());
 
   const int64_t sample_bytes = int64_t(meta.channels) * meta.height * meta.width;
@@ -77,6 +135,7 @@ FileWriter::~FileWriter() {
     file_.reset();
   }
   std::remove(tmp_.c_str());
+  release_temp(temp_slot_);
 }
 
 void FileWriter::append(const uint8_t* images, const int32_t* labels, int64_t count) {
@@ -149,6 +208,7 @@ void FileWriter::commit() {
   HT_CHECK(finished_, path_, ": commit before finish");
   HT_CHECK(std::rename(tmp_.c_str(), path_.c_str()) == 0, "cannot rename ", tmp_, " to ", path_);
   committed_ = true;
+  release_temp(temp_slot_);
 }
 
 void write_index(const std::string& path, const DatasetMeta& meta, const std::vector<std::string>& shard_files,
@@ -157,6 +217,7 @@ void write_index(const std::string& path, const DatasetMeta& meta, const std::ve
   std::string tmp = temp_name_for(path);
   int64_t total = 0;
   for (int64_t c : shard_counts) total += c;
+  const int slot = register_temp(tmp);
   try {
     std::lock_guard<std::mutex> lock(hdf5_mutex());
     h5::quiet();
@@ -172,9 +233,13 @@ void write_index(const std::string& path, const DatasetMeta& meta, const std::ve
              tmp, ": cannot write /shards/counts");
   } catch (...) {
     std::remove(tmp.c_str());
+    release_temp(slot);
     throw;
   }
-  HT_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename ", tmp, " to ", path);
+  const bool renamed = std::rename(tmp.c_str(), path.c_str()) == 0;
+  if (!renamed) std::remove(tmp.c_str());
+  release_temp(slot);
+  HT_CHECK(renamed, "cannot rename ", tmp, " to ", path);
 }
 
 }  // namespace hetrain::data

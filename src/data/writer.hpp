@@ -25,6 +25,13 @@ struct DatasetMeta {
   std::string source;  // free text: converter and input files
 };
 
+// Temporary files and signals: every temporary a FileWriter or write_index creates is recorded (in static
+// storage) until it is renamed or removed. After remove_temporaries_on_signals(), SIGINT, SIGTERM and SIGHUP
+// unlink the recorded files and then end the process by the same signal (default disposition, so the exit
+// status still says which signal); a signal ignored when it is called stays ignored. Nothing can run on SIGKILL: those temporaries stay until a later pack to
+// the same output removes them (remove_stale_temporaries in data/pack.hpp).
+void remove_temporaries_on_signals();
+
 std::string iso_time_now();  // "2025-01-31T12:00:00Z"
 std::string temp_name_for(const std::string& path);  // "<path>.tmp-<pid>"
 int64_t auto_chunk_samples(int64_t sample_bytes);
@@ -59,6 +66,7 @@ class FileWriter {
   std::vector<double> sum_, sumsq_;
   std::vector<int64_t> hist_;
   bool finished_ = false, committed_ = false;
+  int temp_slot_ = -1;  // registration of tmp_ for removal on a signal
 };
 
 // Writes the root attributes every v1 file carries (format, version, classes, mean/std, shape, ...).

@@ -44,6 +44,11 @@ StepArrival::~StepArrival() {
 
 void StepArrival::step_done() { watched_step_.store(-1); }
 
+void StepArrival::watch(int64_t step) {
+  watched_since_.store(now_seconds());
+  watched_step_.store(step);
+}
+
 void StepArrival::watch() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!wake_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_; })) {
@@ -62,8 +67,7 @@ void StepArrival::watch() {
 
 double StepArrival::arrive(int64_t step, std::vector<double>& values) {
   const auto start = Clock::now();
-  watched_since_.store(now_seconds());
-  watched_step_.store(step);
+  watch(step);
   // Who watches whom: rank 0 watches everyone, rank 1 watches rank 0.
   std::vector<MPI_Request> watch;
   std::vector<int> watched, got;

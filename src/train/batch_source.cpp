@@ -69,11 +69,11 @@ class SyntheticSource : public BatchSource {
     }
     if (req.form == data::BatchForm::Raw) {
       batch.raw = std::move(images);
-      batch.crop_flip = data::draw_crop_flip(n, req.augment, augment_, req.seed);
+      batch.crop_flip = data::draw_crop_flip(req.indices, req.augment, augment_, req.seed);
       batch.crop_pad = data::crop_pad(req.augment, augment_);
     } else {
       batch.images = Tensor({n, info_.channels, info_.height, info_.width});
-      data::augment_batch(images.data(), n, info_, req.augment, augment_, req.seed, batch.images.data(),
+      data::augment_batch(images.data(), req.indices, info_, req.augment, augment_, req.seed, batch.images.data(),
                           threads_);
     }
     batch.indices = std::move(req.indices);

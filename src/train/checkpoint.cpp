@@ -14,6 +14,7 @@
 #include <cstring>
 #include <ctime>
 #include <mutex>
+#include <type_traits>
 
 #include "data/h5util.hpp"
 #include "hetrain/data.hpp"
@@ -98,34 +99,41 @@ uint32_t checksum(const std::vector<TensorEntry>& entries, bool of_output) {
   return uint32_t(crc);
 }
 
-void write_float_attr(hid_t obj, const char* name, double value, hid_t type = H5T_IEEE_F32LE) {
+// A scalar attribute held in memory as `T` (double or uint64_t) and stored as `file_type`.
+template <typename T>
+hid_t native_type() {
+  static_assert(std::is_same_v<T, double> || std::is_same_v<T, uint64_t>, "double or uint64_t");
+  return std::is_same_v<T, double> ? H5T_NATIVE_DOUBLE : H5T_NATIVE_UINT64;
+}
+
+template <typename T>
+void write_scalar_attr(hid_t obj, const char* name, T value, hid_t file_type) {
   Id space(H5Screate(H5S_SCALAR));
-  Id a(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT));
-  HT_CHECK(a.valid() && H5Awrite(a, H5T_NATIVE_DOUBLE, &value) >= 0, "cannot write attribute '", name, "': ",
+  Id a(H5Acreate2(obj, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT));
+  HT_CHECK(a.valid() && H5Awrite(a, native_type<T>(), &value) >= 0, "cannot write attribute '", name, "': ",
            h5::last_error());
 }
 
+template <typename T>
+T read_scalar_attr(hid_t obj, const char* name, const std::string& file) {
+  HT_CHECK(h5::has_attr(obj, name), file, ": missing attribute '", name, "'");
+  Id a(H5Aopen(obj, name, H5P_DEFAULT));
+  T v = 0;
+  HT_CHECK(a.valid() && H5Aread(a, native_type<T>(), &v) >= 0, file, ": cannot read attribute '", name, "'");
+  return v;
+}
+
+void write_float_attr(hid_t obj, const char* name, double value) {
+  write_scalar_attr<double>(obj, name, value, H5T_IEEE_F32LE);
+}
 double read_float_attr(hid_t obj, const char* name, const std::string& file) {
-  HT_CHECK(h5::has_attr(obj, name), file, ": missing attribute '", name, "'");
-  Id a(H5Aopen(obj, name, H5P_DEFAULT));
-  double v = 0;
-  HT_CHECK(a.valid() && H5Aread(a, H5T_NATIVE_DOUBLE, &v) >= 0, file, ": cannot read attribute '", name, "'");
-  return v;
+  return read_scalar_attr<double>(obj, name, file);
 }
-
 void write_u64_attr(hid_t obj, const char* name, uint64_t value, hid_t type) {
-  Id space(H5Screate(H5S_SCALAR));
-  Id a(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT));
-  HT_CHECK(a.valid() && H5Awrite(a, H5T_NATIVE_UINT64, &value) >= 0, "cannot write attribute '", name, "': ",
-           h5::last_error());
+  write_scalar_attr<uint64_t>(obj, name, value, type);
 }
-
 uint64_t read_u64_attr(hid_t obj, const char* name, const std::string& file) {
-  HT_CHECK(h5::has_attr(obj, name), file, ": missing attribute '", name, "'");
-  Id a(H5Aopen(obj, name, H5P_DEFAULT));
-  uint64_t v = 0;
-  HT_CHECK(a.valid() && H5Aread(a, H5T_NATIVE_UINT64, &v) >= 0, file, ": cannot read attribute '", name, "'");
-  return v;
+  return read_scalar_attr<uint64_t>(obj, name, file);
 }
 
 Id make_group(hid_t loc, const char* name) {

@@ -395,6 +395,7 @@ class Trainer {
 
   // Batch-norm statistics are synced first, so the file holds the one set every rank would evaluate with.
   void save_checkpoint(int64_t steps_done) {
+    s_.arrival->watch(steps_done - 1);  // every rank waits for rank 0's write: bounded like the step
     sync_running_stats();
     CheckpointInfo info;
     const auto& data = s_.train->info();
@@ -424,6 +425,7 @@ class Trainer {
         info.alpha[r] = models[r].alpha, info.beta[r] = models[r].beta;
     }
     checkpointer_.write(info, s_.model->params(), *s_.sgd);
+    s_.arrival->step_done();
   }
 
  private:

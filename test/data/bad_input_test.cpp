@@ -203,3 +203,155 @@ TEST(BadInput, WriterRejectsOutOfRangeLabelAndRemovesTemp) {
   }
   EXPECT_TRUE(dir.files().empty());
 }
+
+// The validation cases of docs/dataset-format.md that need an edited file: each is refused by
+// Dataset::open with one line naming the file and the problem. A pristine copy opens (the edits are what
+// is refused).
+namespace {
+// Replaces dataset `name` by one of the given type and dims (zeros).
+void recreate(hid_t f, const char* name, hid_t type, const std::vector<hsize_t>& dims) {
+  H5Ldelete(f, name, H5P_DEFAULT);
+  h5::Id space(H5Screate_simple(int(dims.size()), dims.data(), nullptr));
+  h5::Id d(H5Dcreate2(f, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  size_t n = H5Tget_size(type);
+  for (hsize_t v : dims) n *= v;
+  std::vector<uint8_t> zeros(n, 0);
+  H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, zeros.data());
+}
+}  // namespace
+
+TEST(BadInput, PristineFileOpens) {
+  TempDir dir;
+  auto ds = Dataset::open(packed_synthetic(dir, "ok.h5"));
+  EXPECT_EQ(ds->info().num_samples, 20);
+}
+
+TEST(BadInput, MissingOrInconsistentAttributes) {
+  TempDir dir;
+  struct Case {
+    const char* file;
+    std::function<void(hid_t)> edit;
+    std::vector<std::string> needles;
+  };
+  const std::vector<Case> cases = {
+      {"noclasses.h5", [](hid_t f) { H5Adelete(f, "num_classes"); }, {"missing attribute 'num_classes'"}},
+      {"noshape.h5", [](hid_t f) { H5Adelete(f, "shape"); }, {"missing attribute 'shape'"}},
+      {"shape2.h5", [](hid_t f) { h5::write_int_array_attr(f, "shape", {1, 3}); },
+       {"attribute 'shape' must be three positive integers"}},
+      {"shape0.h5", [](hid_t f) { h5::write_int_array_attr(f, "shape", {1, 0, 3}); },
+       {"attribute 'shape' must be three positive integers"}},
+      {"mean2.h5", [](hid_t f) { h5::write_float_array_attr(f, "mean", {0.5f, 0.5f}); },
+       {"mean/std must have one value per channel (1)"}},
+      {"std0.h5", [](hid_t f) { h5::write_float_array_attr(f, "std", {0.0f}); }, {"std 0 is not positive"}},
+      {"names.h5", [](hid_t f) { h5::write_string_array_attr(f, "class_names", {"a", "b", "c"}); },
+       {"3 class names for 4 classes"}},
+      {"classes0.h5", [](hid_t f) { h5::write_int_attr(f, "num_classes", 0); }, {"num_classes is 0"}},
+      {"strversion.h5", [](hid_t f) { h5::write_string_attr(f, "version", "1"); },
+       {"attribute 'version' is not an integer"}},
+      {"layout.h5", [](hid_t f) { h5::write_string_attr(f, "layout", "striped"); }, {"unknown layout 'striped'"}},
+      {"noformat.h5", [](hid_t f) { H5Adelete(f, "format"); }, {"not a hetrain dataset", "'format' is missing"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.file);
+    auto path = packed_synthetic(dir, c.file);
+    edit(path, c.edit);
+    std::vector<std::string> needles = {std::string(c.file) + ": "};
+    needles.insert(needles.end(), c.needles.begin(), c.needles.end());
+    expect_error([&] { Dataset::open(path); }, needles);
+  }
+}
+
+TEST(BadInput, ImagesOfWrongTypeOrShape) {
+  TempDir dir;
+  auto i16 = packed_synthetic(dir, "int16.h5"), f32 = packed_synthetic(dir, "float.h5");
+  auto rank3 = packed_synthetic(dir, "rank3.h5"), other = packed_synthetic(dir, "other.h5");
+  auto count = packed_synthetic(dir, "count.h5"), noimg = packed_synthetic(dir, "noimages.h5");
+  auto lfloat = packed_synthetic(dir, "lfloat.h5"), l2d = packed_synthetic(dir, "l2d.h5");
+  edit(i16, [](hid_t f) { recreate(f, "images", H5T_STD_U16LE, {20, 1, 3, 3}); });
+  edit(f32, [](hid_t f) { recreate(f, "images", H5T_IEEE_F32LE, {20, 1, 3, 3}); });
+  edit(rank3, [](hid_t f) { recreate(f, "images", H5T_STD_U8LE, {20, 3, 3}); });
+  edit(other, [](hid_t f) { recreate(f, "images", H5T_STD_U8LE, {20, 1, 4, 3}); });
+  edit(count, [](hid_t f) { recreate(f, "images", H5T_STD_U8LE, {21, 1, 3, 3}); });
+  edit(noimg, [](hid_t f) { H5Ldelete(f, "images", H5P_DEFAULT); });
+  edit(lfloat, [](hid_t f) { recreate(f, "labels", H5T_IEEE_F32LE, {20}); });
+  edit(l2d, [](hid_t f) { recreate(f, "labels", H5T_STD_I32LE, {20, 1}); });
+  expect_error([&] { Dataset::open(i16); }, {"int16.h5", "/images must be uint8"});
+  expect_error([&] { Dataset::open(f32); }, {"float.h5", "/images must be uint8"});
+  expect_error([&] { Dataset::open(rank3); }, {"rank3.h5", "/images must have 4 dimensions [N, C, H, W]"});
+  expect_error([&] { Dataset::open(other); }, {"other.h5", "/images samples are 1x4x3, expected 1x3x3"});
+  expect_error([&] { Dataset::open(count); }, {"count.h5", "/images holds 21 samples but attribute 'num_samples' says 20"});
+  expect_error([&] { Dataset::open(noimg); }, {"noimages.h5", "dataset /images is missing"});
+  expect_error([&] { Dataset::open(lfloat); }, {"lfloat.h5", "/labels must be integers"});
+  expect_error([&] { Dataset::open(l2d); }, {"l2d.h5", "/labels must have 1 dimension [N]"});
+}
+
+TEST(BadInput, ShardCountDiffersFromIndex) {
+  TempDir dir;
+  auto index = packed_synthetic(dir, "s.h5", 3);  // shards of 6, 7, 7 samples
+  edit(index, [](hid_t f) {
+    h5::Id d(H5Dopen2(f, "shards/counts", H5P_DEFAULT));
+    const int64_t counts[3] = {7, 6, 7};  // same total, shards 0 and 1 wrong
+    H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, counts);
+  });
+  // Refused at open, before any read touches the shard.
+  expect_error([&] { Dataset::open(index); },
+               {"s.h5", "the index says shard 0", "s-00000-of-00003.h5", "holds 7 samples, the shard says 6"});
+  auto sum = packed_synthetic(dir, "t.h5", 3);
+  edit(sum, [](hid_t f) { h5::write_int_attr(f, "num_samples", 21, H5T_STD_I64LE); });
+  expect_error([&] { Dataset::open(sum); }, {"t.h5", "shard counts add up to 20 but num_samples is 21"});
+}
+
+TEST(BadInput, BadLabelInOneShardIsRefusedAtOpen) {
+  TempDir dir;
+  auto index = packed_synthetic(dir, "b.h5", 3);
+  edit(shard_path(index, 2, 3), [](hid_t f) {
+    h5::Id d(H5Dopen2(f, "labels", H5P_DEFAULT));
+    std::vector<int32_t> labels(7, 1);
+    labels[3] = -2;
+    H5Dwrite(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data());
+  });
+  expect_error([&] { Dataset::open(index); }, {"b-00002-of-00003.h5", "label -2 of sample 3", "outside [0, 4)"});
+}
+
+// A file claiming far more samples than it holds is refused before anything is allocated for the count.
+TEST(BadInput, ClaimsOfHugeCountsAreRefusedBeforeAllocating) {
+  TempDir dir;
+  const int64_t huge = int64_t(1) << 36;
+  auto attr = packed_synthetic(dir, "attr.h5");
+  edit(attr, [&](hid_t f) { h5::write_int_attr(f, "num_samples", huge, H5T_STD_I64LE); });
+  expect_error([&] { Dataset::open(attr); }, {"attr.h5", "/images holds 20 samples but attribute 'num_samples' says 68719476736"});
+  // Extents of 2^36 with nothing stored (HDF5 allows unwritten chunks).
+  auto sparse = packed_synthetic(dir, "sparse.h5");
+  edit(sparse, [&](hid_t f) {
+    h5::write_int_attr(f, "num_samples", huge, H5T_STD_I64LE);
+    for (const char* name : {"images", "labels"}) {
+      H5Ldelete(f, name, H5P_DEFAULT);
+      const bool img = name[0] == 'i';
+      const hsize_t dims[4] = {hsize_t(huge), 1, 3, 3}, chunk[4] = {1024, 1, 3, 3};
+      h5::Id space(H5Screate_simple(img ? 4 : 1, dims, nullptr));
+      h5::Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
+      H5Pset_chunk(dcpl, img ? 4 : 1, chunk);
+      h5::Id d(H5Dcreate2(f, name, img ? H5T_STD_U8LE : H5T_STD_I32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+    }
+  });
+  expect_error([&] { Dataset::open(sparse); }, {"sparse.h5", "claims 68719476736 samples of 9 bytes, more than its"});
+  auto index = packed_synthetic(dir, "i.h5", 2);
+  edit(index, [&](hid_t f) {
+    h5::Id d(H5Dopen2(f, "shards/counts", H5P_DEFAULT));
+    const int64_t counts[2] = {huge, 10};
+    H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, counts);
+    h5::write_int_attr(f, "num_samples", huge + 10, H5T_STD_I64LE);
+  });
+  expect_error([&] { Dataset::open(index); }, {"i.h5", "the index says shard 0", "holds 68719476736 samples, the shard says 10"});
+  // An absurd image shape in the attributes (60000^2 overflows 32-bit arithmetic).
+  auto shape = packed_synthetic(dir, "shape.h5");
+  edit(shape, [](hid_t f) { h5::write_int_array_attr(f, "shape", {1, 60000, 60000}); });
+  expect_error([&] { Dataset::open(shape); }, {"shape.h5: attribute 'shape': a 1x60000x60000 sample is 3.6e+09 bytes"});
+}
+
+TEST(BadInput, AbsurdImageSizesAreRefusedByTheSources) {
+  expect_error([] { open_synthetic(1, 10, 3, 60000, 60000, 2); }, {"synthetic images: a 3x60000x60000 sample"});
+  expect_error([] { open_folder("/nonexistent", 60000, 3); }, {"--size 60000: a 3x60000x60000 sample is 1.08e+10 bytes"});
+  expect_error([] { check_sample_shape("x", 1, int64_t(1) << 40, int64_t(1) << 40); }, {"x: a 1x1099511627776x1099511627776"});
+  check_sample_shape("ok", 3, 224, 224);  // no throw
+}

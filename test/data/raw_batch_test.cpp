@@ -122,7 +122,7 @@ TEST(SyntheticSource, RawFormHandsBackBytesAndDraws) {
         ASSERT_TRUE(std::equal(want.begin(), want.end(), b.raw.begin() + i * sb)) << "sample " << i;
         ASSERT_EQ(b.labels[i], label);
       }
-      ASSERT_EQ(b.crop_flip, draw_crop_flip(n, augment, opt.augment, 50 + r));
+      ASSERT_EQ(b.crop_flip, draw_crop_flip(requests[r], augment, opt.augment, 50 + r));
       ASSERT_EQ(b.crop_pad, augment ? 3 : 0);
       expect_close(std::vector<float>(f.images.data(), f.images.data() + n * sb),
                    reference(b.raw, n, info, b.crop_flip, b.crop_pad), "request " + std::to_string(r));

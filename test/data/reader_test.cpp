@@ -104,6 +104,42 @@ TEST(Augment, KeepsShapeIsSeededAndNormalises) {
   }
 }
 
+// A sample's crop and flip follow its dataset index, not its position in the batch: the same samples in
+// another order, or split between two batches (two ranks), are augmented identically.
+TEST(Augment, DrawFollowsDatasetIndexNotPosition) {
+  Packed p(16, 1);
+  const auto& info = p.ds->info();
+  AugmentConfig aug{true, 2, true};
+  std::vector<int64_t> fwd(16), rev(16);
+  std::iota(fwd.begin(), fwd.end(), 0);
+  std::iota(rev.rbegin(), rev.rend(), 0);  // 15, 14, ..., 0
+  const auto a = draw_crop_flip(fwd, true, aug, 21), b = draw_crop_flip(rev, true, aug, 21);
+  for (int64_t k = 0; k < 16; ++k)
+    for (int j = 0; j < 3; ++j) ASSERT_EQ(a[3 * k + j], b[3 * (15 - k) + j]) << "sample " << k;
+  // Control: by position, sample k at position 15−k draws differently for some k (the check above can fail).
+  const auto pos = draw_crop_flip(16, true, aug, 21);
+  bool differs = false;
+  for (int64_t k = 0; k < 16; ++k)
+    for (int j = 0; j < 3; ++j) differs |= a[3 * k + j] != pos[3 * (15 - k) + j];
+  EXPECT_TRUE(differs);
+  EXPECT_EQ(pos, a);  // positions 0..n−1 are the indices 0..n−1
+  // Float form: one batch of 16 against two "ranks" of 5 and 11 samples in another order.
+  std::vector<uint8_t> raw(16 * 40);
+  p.ds->read(fwd, raw.data(), nullptr);
+  std::vector<float> whole(16 * 40);
+  augment_batch(raw.data(), fwd, info, true, aug, 21, whole.data(), 2);
+  const std::vector<int64_t> first = {9, 2, 14, 0, 7}, second = {1, 3, 4, 5, 6, 8, 10, 11, 12, 13, 15};
+  for (const auto& part : {first, second}) {
+    std::vector<uint8_t> r(part.size() * 40);
+    p.ds->read(part, r.data(), nullptr);
+    std::vector<float> out(part.size() * 40);
+    augment_batch(r.data(), part, info, true, aug, 21, out.data(), 1);
+    for (size_t i = 0; i < part.size(); ++i)
+      ASSERT_TRUE(std::equal(out.begin() + i * 40, out.begin() + (i + 1) * 40, whole.begin() + part[i] * 40))
+          << "sample " << part[i];
+  }
+}
+
 TEST(Prefetcher, ReturnsBatchesInOrderMatchingDirectReads) {
   Packed p(64, 2);
   EpochPlan plan(3, 64, 10, LastBatch::Partial);
@@ -119,7 +155,7 @@ TEST(Prefetcher, ReturnsBatchesInOrderMatchingDirectReads) {
     std::vector<int32_t> labels(idx.size());
     p.ds->read(idx, raw.data(), labels.data());
     std::vector<float> expect(raw.size());
-    augment_batch(raw.data(), int64_t(idx.size()), p.ds->info(), s % 2 == 0, aug, 100 + s, expect.data(), 1);
+    augment_batch(raw.data(), idx, p.ds->info(), s % 2 == 0, aug, 100 + s, expect.data(), 1);
     ASSERT_EQ(b.labels, labels);
     ASSERT_TRUE(std::equal(expect.begin(), expect.end(), b.images.data()));
     ASSERT_GE(b.wait_seconds, 0.0);
@@ -150,7 +186,6 @@ TEST(Prefetcher, RawFormHandsBackBytesAndDraws) {
     pf.submit(requests[r], r != 3, aug, 200 + r, r % 2 ? BatchForm::Raw : BatchForm::Float);
   for (size_t r = 0; r < requests.size(); ++r) {
     const auto& idx = requests[r];
-    const int64_t n = int64_t(idx.size());
     Batch b = pf.next();
     std::vector<uint8_t> raw(idx.size() * 40);
     std::vector<int32_t> labels(idx.size());
@@ -159,12 +194,12 @@ TEST(Prefetcher, RawFormHandsBackBytesAndDraws) {
     ASSERT_EQ(b.labels, labels);
     if (r % 2) {
       ASSERT_EQ(b.raw, raw) << "request " << r;
-      ASSERT_EQ(b.crop_flip, draw_crop_flip(n, r != 3, aug, 200 + r));
+      ASSERT_EQ(b.crop_flip, draw_crop_flip(idx, r != 3, aug, 200 + r));
       ASSERT_EQ(b.crop_pad, r != 3 ? 3 : 0);
     } else {
       ASSERT_TRUE(b.raw.empty() && b.crop_flip.empty());
       std::vector<float> expect(raw.size());
-      augment_batch(raw.data(), n, p.ds->info(), true, aug, 200 + r, expect.data(), 1);
+      augment_batch(raw.data(), idx, p.ds->info(), true, aug, 200 + r, expect.data(), 1);
       ASSERT_TRUE(std::equal(expect.begin(), expect.end(), b.images.data())) << "request " << r;
     }
   }

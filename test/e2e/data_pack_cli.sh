@@ -99,4 +99,100 @@ mpirun -n 2 $PACK folder "$W/img2" --size 12 --shards 4 -o "$W/out/p2.h5" --no-p
   && fail "mpirun pack of a truncated PNG succeeded"
 grep -q "4.png" "$W/stderr" || { cat "$W/stderr"; fail "mpirun error does not name the file"; }
 ls "$W/out" | grep -q "p2" && fail "mpirun failure left files: $(ls "$W/out" | grep p2)"
-echo "PASS"
+
+# An output that is an input, or the other output, is refused (compared by device and inode: another name
+# or a hard link of the same file counts) and the input is left as it was.
+mkdir -p "$W/in"
+/usr/bin/python3 - "$W/in" <<'PY' || fail "writing IDX inputs"
+import sys, struct, random
+d = sys.argv[1]; random.seed(3)
+open(d + "/img", "wb").write(struct.pack(">IIII", 0x803, 20, 4, 4) + bytes(random.randrange(256) for _ in range(320)))
+open(d + "/lab", "wb").write(struct.pack(">II", 0x801, 20) + bytes(random.randrange(10) for _ in range(20)))
+PY
+cp "$W/in/img" "$W/img.orig" && cp "$W/in/lab" "$W/lab.orig" && ln "$W/in/lab" "$W/in/lab-link"
+expect_error "-o .*in/img is the same file as the input .*in/img (--images): refusing to overwrite an input" \
+  $PACK idx --images "$W/in/img" --labels "$W/in/lab" -o "$W/in/img"
+expect_error "-o .*lab-link is the same file as the input .*in/lab (--labels)" \
+  $PACK idx --images "$W/in/img" --labels "$W/in/lab" -o "$W/in/lab-link"
+expect_error "-o .*in/../in/img is the same file as the input" \
+  $PACK idx --images "$W/in/img" --labels "$W/in/lab" -o "$W/in/../in/img"
+cmp -s "$W/in/img" "$W/img.orig" && cmp -s "$W/in/lab" "$W/lab.orig" || fail "an input was modified"
+expect_error "--val-output .*out/v.h5 is the same file as -o .*out/v.h5: one output would overwrite the other" \
+  $PACK synthetic --count 100 --size 4 --val-fraction 0.2 --val-output "$W/out/v.h5" -o "$W/out/v.h5"
+expect_error "--val-output .*out/./v.h5 is the same file as -o" \
+  $PACK synthetic --count 100 --size 4 --val-fraction 0.2 --val-output "$W/out/./v.h5" -o "$W/out/v.h5"
+expect_error "--val-output .*v-00001-of-00002.h5 is the same file as shard 1 of -o .*v.h5" \
+  $PACK synthetic --count 100 --size 4 --shards 2 --val-fraction 0.2 --val-output "$W/out/v-00001-of-00002.h5" \
+  -o "$W/out/v.h5"
+# Control: the same inputs into a new file work, and so do two different outputs.
+$PACK idx --images "$W/in/img" --labels "$W/in/lab" -o "$W/in/ok.h5" --no-progress >/dev/null || fail "idx pack"
+$PACK synthetic --count 100 --size 4 --val-fraction 0.2 --val-output "$W/in/v2.h5" -o "$W/in/t2.h5" --no-progress \
+  >/dev/null || fail "pack with a validation output"
+
+# Absurd image sizes are refused with the option named (products in 64 bits: 60000^2 overflows 32).
+expect_error "--channels/--size 60000: a 3x60000x60000 sample is 1.08e+10 bytes, more than hetrain handles" \
+  $PACK synthetic --count 2 --size 60000 -o "$W/out/huge.h5"
+expect_error "--size 60000: a 3x60000x60000 sample is 1.08e+10 bytes" $PACK folder "$W/img" --size 60000 -o "$W/out/huge.h5"
+
+# Signals: an interrupted pack removes its temporary file and ends by that signal (SIGTERM: 143, SIGINT: 130);
+# so does every rank of a pack under mpirun.
+mkdir -p "$W/sig"
+# wait_for_temp [N]: until N (default 1) *.tmp-* files of some size exist in $W/sig (the pack is writing)
+wait_for_temp() {
+  for _ in $(seq 400); do
+    [ "$(find "$W/sig" -name '*.tmp-*' -size +100k 2>/dev/null | wc -l)" -ge "${1:-1}" ] && return 0
+    sleep 0.05
+  done
+  fail "no temporary file appeared in $W/sig"
+}
+BIG=(synthetic --count 4000000 --channels 1 --size 16 --no-progress)
+$PACK "${BIG[@]}" -o "$W/sig/t.h5" >/dev/null 2>&1 &
+pid=$!
+wait_for_temp
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc -eq 143 ] || fail "SIGTERM: exit status $rc, want 143 (killed by SIGTERM)"
+[ -z "$(ls -A "$W/sig")" ] || fail "SIGTERM left files: $(ls -A "$W/sig")"
+/usr/bin/python3 - "$PACK" "$W/sig" <<'PY' || fail "SIGINT"
+import glob, os, signal, subprocess, sys, time
+pack, d = sys.argv[1], sys.argv[2]
+p = subprocess.Popen([pack, "synthetic", "--count", "4000000", "--channels", "1", "--size", "16", "--no-progress",
+                      "-o", d + "/i.h5"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+for _ in range(400):
+    if any(os.path.getsize(f) > 100000 for f in glob.glob(d + "/*.tmp-*")): break
+    time.sleep(0.05)
+else:
+    sys.exit("no temporary file appeared")
+p.send_signal(signal.SIGINT)
+rc = p.wait()
+left = os.listdir(d)
+if rc != -signal.SIGINT or left: sys.exit("SIGINT: exit %d (want -2), left %s" % (rc, left))
+PY
+# Both ranks get SIGTERM (as from a batch system), by the pids their temporary files are named after.
+mpirun -n 2 $PACK "${BIG[@]}" --shards 2 -o "$W/sig/m.h5" >/dev/null 2>&1 &
+pid=$!
+wait_for_temp 2
+kill -TERM $(ls "$W/sig" | sed -n 's/.*\.tmp-//p')
+timeout 60 tail --pid=$pid -f /dev/null || fail "mpirun did not stop after its ranks got SIGTERM"
+wait $pid && fail "mpirun exited 0 after its ranks got SIGTERM"
+[ -z "$(ls -A "$W/sig")" ] || fail "SIGTERM to the ranks of mpirun left files: $(ls -A "$W/sig")"
+echo "ok: SIGTERM (exit 143), SIGINT, and SIGTERM to each rank under mpirun leave no temporary files"
+
+# Stale temporaries (SIGKILL leaves them): a pack to the same output removes those whose process is gone,
+# saying so, and keeps those of a live process.
+sleep 0 &
+dead=$!
+wait $dead
+kill -0 $dead 2>/dev/null && fail "pid $dead is still alive"
+touch "$W/sig/s.h5.tmp-$dead" "$W/sig/s.h5.tmp-$$" "$W/sig/other.h5.tmp-$dead"
+$PACK synthetic --count 10 --size 4 -o "$W/sig/s.h5" --no-progress >/dev/null 2>"$W/stderr" || fail "pack over stale temporaries"
+grep -q "^hetrain-pack: removed stale temporary file $W/sig/s.h5.tmp-$dead (left by process $dead, which is no longer running)\$" \
+  "$W/stderr" || { cat "$W/stderr"; fail "no one-line notice of the stale temporary"; }
+[ "$(wc -l <"$W/stderr")" -eq 1 ] || { cat "$W/stderr"; fail "more than the notice on stderr"; }
+[ -e "$W/sig/s.h5.tmp-$dead" ] && fail "the stale temporary was not removed"
+[ -e "$W/sig/s.h5.tmp-$$" ] || fail "the temporary of a live process was removed"
+[ -e "$W/sig/other.h5.tmp-$dead" ] || fail "a temporary of another output was removed"
+echo "ok: $(cat "$W/stderr")"
+echo "PASS: hetrain-pack packs, inspects, verifies and reports bad input with one error line"

@@ -34,3 +34,14 @@ print("%d floats, max |diff| %.3g (scale %.3g, allowed %.3g)" % (len(a), worst, 
 sys.exit(0 if worst <= tol * scale + 1e-6 else 1)
 PY
 }
+# start_slurm: a one-machine Slurm cluster for this test (scripts/slurm-local.sh), stopped on exit unless it
+# was already running (a developer's cluster stays up). Skips without root.
+start_slurm() {
+  command -v srun >/dev/null || fail "missing Slurm (srun): run make deps"
+  [ "$(id -u)" -eq 0 ] || skip "starting a local Slurm needs root"
+  local started_here=1
+  pgrep -x slurmctld >/dev/null && started_here=0
+  scripts/slurm-local.sh start || fail "could not start the local Slurm cluster"
+  [ $started_here -eq 1 ] && trap 'scripts/slurm-local.sh stop; rm -rf "$TMP"' EXIT
+  return 0
+}

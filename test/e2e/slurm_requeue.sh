@@ -3,11 +3,7 @@
 # --signal=USR1@120 sends it before the time limit), checkpoints, exits 75, requeues itself, resumes with
 # --resume auto, and finishes with the same parameters as an uninterrupted run.
 source "$(dirname "$0")/lib.sh"
-command -v srun >/dev/null || fail "missing Slurm (srun): run make deps"
-[ "$(id -u)" -eq 0 ] || skip "starting a local Slurm needs root"
-if pgrep -x slurmctld >/dev/null; then started_here=0; else started_here=1; fi
-scripts/slurm-local.sh start || fail "could not start the local Slurm cluster"
-[ $started_here -eq 1 ] && trap 'scripts/slurm-local.sh stop; rm -rf "$TMP"' EXIT
+start_slurm
 ARGS=(--model lenet --synthetic 2048 --synthetic-shape 1,28,28 --global-batch 32 --epochs 2 --lr 0.05 --split 12,20
       --device cpu --log-every 16 --checkpoint-dir "$TMP/ckpt" --checkpoint-every 8)
 timeout 180 srun --mpi=pmix -O -n 2 "$HETRAIN" train "${ARGS[@]/$TMP\/ckpt/$TMP/ref}" --quiet \

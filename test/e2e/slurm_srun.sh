@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # hetrain launched by real Slurm: srun (PMIx) and sbatch with jobs/train.sbatch, 2 tasks on this machine.
 source "$(dirname "$0")/lib.sh"
-command -v srun >/dev/null || skip "Slurm is not installed (make deps installs it)"
-[ "$(id -u)" -eq 0 ] || skip "starting a local Slurm needs root"
-# Stop afterwards only what this test started (a developer's running cluster stays up).
-if pgrep -x slurmctld >/dev/null; then started_here=0; else started_here=1; fi
-scripts/slurm-local.sh start || fail "could not start the local Slurm cluster"
-[ $started_here -eq 1 ] && trap 'scripts/slurm-local.sh stop; rm -rf "$TMP"' EXIT
+start_slurm
 ARGS=(--model mlp --synthetic 256 --synthetic-shape 1,8,8 --global-batch 32 --max-steps 6 --log-every 3)
 timeout 180 srun --mpi=pmix -O -n 2 "$HETRAIN" train "${ARGS[@]}" >"$TMP/srun.out" 2>&1
 rc=$?; cat "$TMP/srun.out"

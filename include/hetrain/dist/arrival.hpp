@@ -7,9 +7,9 @@
 // MPI_Abort, instead of the others waiting forever (docs/architecture.md, "Failures").
 //
 // A rank can also stall after it arrived, inside the step's later collectives (the gradient reduction,
-// the totals). Those waits cannot name the missing rank, but they are bounded too: from arrive() until
-// step_done() a watchdog thread (which makes no MPI calls) ends this process with one line once the
-// timeout and a grace period have passed; the launcher then ends the job.
+// the totals, a checkpoint). Those waits cannot name the missing rank, but they are bounded too: from
+// arrive() (or watch()) until step_done() a watchdog thread (which makes no MPI calls) ends this process
+// with one line once twice the timeout and a grace period have passed; the launcher then ends the job.
 #pragma once
 
 #include <mpi.h>
@@ -36,8 +36,11 @@ class StepArrival {
   // names it (rank 1 names rank 0 when rank 0 is the missing one) and the job ends with MPI_Abort; the
   // other ranks end it a little later, should those two be gone too.
   double arrive(int64_t step, std::vector<double>& values);
-  // The step's collectives are over (the watchdog stops watching until the next arrive()).
+  // The step's collectives are over (the watchdog stops watching until the next arrive() or watch()).
   void step_done();
+  // Bounds other collective work of a step the same way until step_done() (a checkpoint: every rank
+  // waits while rank 0 writes).
+  void watch(int64_t step);
   double timeout() const { return timeout_s_; }
 
  private:
