@@ -2,7 +2,8 @@
 # The demo: pack Fashion-MNIST (Debian's dataset-fashion-mnist) into hetrain's HDF5 format, then train
 # lenet on 4 MPI ranks whose speeds are EMULATED as 1, 1, 0.5 and 0.25 (ranks sleep; this machine has
 # equal cores), with dynamic load balancing; finally measure the uniform split (the DDP baseline) on the
-# same job for a few hundred steps and print both throughputs side by side.
+# same job for a few hundred steps and print both throughputs side by side. The trained model's checkpoint
+# is evaluated again with `hetrain eval`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
@@ -36,7 +37,13 @@ COMMON=(--data "$OUT/train.h5" --model lenet --global-batch 256 --lr 0.05 --warm
 echo
 echo "== training lenet on $RANKS ranks, emulated speeds $SPEEDS, dynamic balancing, $EPOCHS epochs"
 mpirun -n "$RANKS" build/bin/hetrain train "${COMMON[@]}" --val "$OUT/test.h5" --epochs "$EPOCHS" \
-  --balance dynamic --rebalance-every 20 --log-every 50 --metrics "$OUT/dynamic.jsonl" | tee "$OUT/dynamic.log"
+  --balance dynamic --rebalance-every 20 --log-every 50 --metrics "$OUT/dynamic.jsonl" \
+  --checkpoint-dir "$OUT/checkpoints" | tee "$OUT/dynamic.log"
+
+echo
+echo "== the trained model from its checkpoint, evaluated on the test set by 2 ranks (hetrain eval)"
+ckpt=$(ls "$OUT"/checkpoints/checkpoint-*.h5 | tail -1)
+mpirun -n 2 build/bin/hetrain eval --checkpoint "$ckpt" --data "$OUT/test.h5"
 
 echo
 echo "== the same job with the uniform split (--balance none, the DDP/Horovod baseline), 120 steps"

@@ -5,7 +5,7 @@
 # that does not exist, a folder that cannot be written, a disk that fills up mid-run, and --resume auto
 # falling back past a damaged newest checkpoint.
 source "$(dirname "$0")/lib.sh"
-/usr/bin/python3 -c 'import h5py' 2>/dev/null || fail "missing python3-h5py: run make deps"
+need_python h5py numpy
 ARGS=(--model lenet --synthetic 256 --synthetic-shape 1,28,28 --global-batch 32 --epochs 1 --device cpu --quiet)
 run_mpi 2 "${ARGS[@]}" --checkpoint-dir "$TMP/good" --checkpoint-every 4 || fail "making a checkpoint failed"
 GOOD="$TMP/good/checkpoint-00000008.h5"

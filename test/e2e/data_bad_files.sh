@@ -4,6 +4,7 @@
 # not std::bad_alloc), a non-zero exit and no hang. `inspect --verify` finds what only reading every image
 # shows (a stored mean that does not match the pixels) and fails; plain inspect of that file succeeds.
 source "$(dirname "$0")/lib.sh"
+need_python h5py numpy
 $PACK synthetic --count 400 --size 8 --channels 1 --classes 4 --shards 4 -o "$TMP/set.h5" --no-progress >/dev/null \
   || fail "packing the shard set failed"
 $PACK synthetic --count 200 --size 8 --channels 1 --classes 4 -o "$TMP/one.h5" --no-progress >/dev/null \

@@ -8,6 +8,8 @@ PACK=$PWD/build/bin/hetrain-pack
 W=$(mktemp -d /tmp/hetrain-e2e-data.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+/usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null || fail "missing python3-h5py/numpy for /usr/bin/python3: run make deps"
+command -v h5dump >/dev/null || fail "missing h5dump (hdf5-tools): run make deps"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl=self,vader
 
 # expect_error NEEDLE CMD... : exit 1, exactly one stderr line "hetrain-pack: error: ...NEEDLE...", no new files

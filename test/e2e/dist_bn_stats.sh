@@ -7,7 +7,7 @@
 #  - with the split 16,16 every rank holds the same statistics after the average (--debug-consistency
 #    compares them bit for bit), and they differ from the 1-rank ones (each rank saw other batches).
 source "$(dirname "$0")/lib.sh"
-/usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null || fail "missing python3-h5py/numpy: run make deps"
+need_python h5py numpy
 ARGS=(--model resnet20 --synthetic 192 --synthetic-shape 3,16,16 --global-batch 32 --max-steps 5 --lr 0.05
       --device cpu --quiet)
 run_mpi 1 "${ARGS[@]}" --checkpoint-dir "$TMP/one" || fail "1-rank run failed"

@@ -45,3 +45,10 @@ start_slurm() {
   [ $started_here -eq 1 ] && trap 'scripts/slurm-local.sh stop; rm -rf "$TMP"' EXIT
   return 0
 }
+# need_python MODULE...: the Debian Python modules a test imports (/usr/bin/python3), or a clear failure.
+need_python() {
+  local m
+  for m in "$@"; do
+    /usr/bin/python3 -c "import $m" 2>/dev/null || fail "missing Python module $m for /usr/bin/python3: run make deps"
+  done
+}
