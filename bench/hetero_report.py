@@ -2,7 +2,8 @@
 """Summarises the metrics files written by bench/hetero.sh (standard library only).
 
 Each metrics file has one JSON line per step: step, step_s, samples_per_s, efficiency, b[], compute_s[],
-wait_s[], comm_s[] (compute_s includes the emulated sleep). Steady-state throughput of a run is
+wait_s[], idle_s[] (waiting for slower ranks), comm_s[] (the reduction itself); compute_s includes the
+emulated sleep. Steady-state throughput of a run is
 sum(b over ranks and steps) / sum(step_s) over the steps at or after --skip (calibration excluded).
 
   hetero_report.py steady FILE FIRST[:END] [SPEEDS]  one key=value line for one run (steps FIRST..END-1)
