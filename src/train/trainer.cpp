@@ -197,7 +197,8 @@ class Trainer {
   // Requests batches up to prefetch_depth steps ahead, each with the split in force when it is requested.
   void fill_queue() {
     const int64_t steps_per_epoch = s_.plan->steps_per_epoch();
-    const int64_t total = s_.total_steps;
+    // --stop-at-step ends the run early without changing its schedule: nothing past it is requested.
+    const int64_t total = cfg_.stop_at_step > 0 ? std::min(s_.total_steps, cfg_.stop_at_step) : s_.total_steps;
     while (int64_t(queue_.size()) < std::max(1, cfg_.prefetch_depth) && next_step_ < total) {
       PlannedStep p;
       p.global_step = next_step_++;
