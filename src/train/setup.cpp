@@ -33,7 +33,13 @@ std::vector<int64_t> parse_int_list(const std::string& text, const char* option)
   return out;
 }
 
-std::string gib(size_t bytes);
+namespace {
+std::string gib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", double(bytes) / double(size_t(1) << 30));
+  return buf;
+}
+}  // namespace
 
 RunIdentity run_identity(const TrainConfig& cfg, const Setup& s) {
   const auto& info = s.train->info();
@@ -46,12 +52,6 @@ RunIdentity run_identity(const TrainConfig& cfg, const Setup& s) {
   r.steps_per_epoch = s.plan->steps_per_epoch();
   r.seed = cfg.seed;
   return r;
-}
-
-std::string gib(size_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GiB", double(bytes) / double(size_t(1) << 30));
-  return buf;
 }
 
 void resolve_device(const std::string& requested, int threads, const dist::World& world, Setup& s) {
