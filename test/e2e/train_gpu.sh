@@ -3,7 +3,10 @@
 #  1. one GPU rank learns (loss falls, accuracy above chance) and the rank table names the GPU;
 #  2. invariant 1 across devices: a fixed split on GPU ranks (NCCL when they are all GPUs) matches one CPU
 #     rank within the tolerance of different summation orders (cuDNN's algorithms);
-#  3. a mixed job (a CPU rank and a GPU rank, MPMD launch) reduces over MPI and keeps identical replicas.
+#  3. a mixed job (a CPU rank and a GPU rank, MPMD launch) reduces over MPI and keeps identical replicas;
+#  4. checkpoints from a GPU rank: stopped and resumed on the GPU, the result matches the uninterrupted GPU
+#     run; a GPU checkpoint resumed on the CPU, and `hetrain eval` on the GPU against the CPU, agree within
+#     the same tolerance.
 source "$(dirname "$0")/lib.sh"
 devices=$("$HETRAIN" devices 2>&1) || skip "$devices"
 echo "$devices"
@@ -27,4 +30,24 @@ timeout 300 mpirun -n 1 "$HETRAIN" train "${EQ[@]}" --device cpu --split 12,20 -
     --dump-params "$TMP/mixed%r.bin" : -n 1 "$HETRAIN" train "${EQ[@]}" --device cuda --split 12,20 \
     --debug-consistency --dump-params "$TMP/mixed%r.bin" >"$TMP/mixed.log" 2>&1 || { cat "$TMP/mixed.log"; fail "mixed CPU+GPU run failed"; }
 float_compare "$TMP/cpu.bin" "$TMP/mixed0.bin" 1e-3 || fail "the mixed CPU+GPU job differs from 1 CPU rank"
-pass "GPU runs match the CPU reference; a mixed CPU+GPU job keeps identical replicas"
+# 4. checkpoints written from GPU memory, resumed on either device, evaluated on either device
+run_mpi 1 "${EQ[@]}" --device cuda --checkpoint-dir "$TMP/ck" --stop-at-step 5 || fail "GPU run to step 5 failed"
+run_mpi 1 "${EQ[@]}" --device cuda --checkpoint-dir "$TMP/ck" --resume auto --dump-params "$TMP/gpu-resumed.bin" \
+  || fail "GPU resume failed"
+run_mpi 1 "${EQ[@]}" --device cuda --dump-params "$TMP/gpu-whole.bin" || fail "uninterrupted GPU run failed"
+float_compare "$TMP/gpu-whole.bin" "$TMP/gpu-resumed.bin" 1e-4 || fail "GPU run resumed at step 5 differs from the whole run"
+run_mpi 1 "${EQ[@]}" --device cpu --resume "$TMP/ck/checkpoint-00000005.h5" --dump-params "$TMP/cpu-resumed.bin" \
+  || fail "resuming a GPU checkpoint on the CPU failed"
+float_compare "$TMP/cpu.bin" "$TMP/cpu-resumed.bin" 1e-3 || fail "a GPU checkpoint resumed on the CPU differs"
+ck="$TMP/ck/checkpoint-00000012.h5"
+for d in cpu cuda; do
+  "$HETRAIN" eval --checkpoint "$ck" --synthetic 512 --device $d --quiet --dump-batch "$TMP/eval-$d.h5" >"$TMP/eval-$d" \
+    || fail "eval on $d failed"
+done
+/usr/bin/python3 -c "
+import sys, h5py, numpy as np
+a, b = (h5py.File('$TMP/eval-%s.h5' % d, 'r')['logits'][()] for d in ('cpu', 'cuda'))
+diff, scale = float(np.abs(a - b).max()), float(np.abs(a).max())
+print('eval logits, GPU against CPU: max |diff| %.3g (scale %.3g)' % (diff, scale))
+sys.exit(0 if diff <= 1e-3 * scale + 1e-5 else 1)" || fail "eval on the GPU differs from the CPU"
+pass "GPU runs match the CPU reference; a mixed CPU+GPU job keeps identical replicas; GPU checkpoints resume and evaluate on either device"
