@@ -75,6 +75,10 @@ struct TrainConfig {
   bool quiet = false;
   std::string debug_fail_at;        // "RANK:STEP": that rank throws at that step (tests the no-hang path)
 
+  // The effective configuration as `hetrain train --print-config` writes it (config-file syntax); stored in
+  // checkpoints. Empty when the configuration did not come from the command line (canonical() is used).
+  std::string config_text;
+
   // Canonical "key=value" lines; every rank must produce the same text (checked at start-up).
   std::string canonical() const;
 };

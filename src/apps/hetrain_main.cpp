@@ -1,17 +1,34 @@
 // hetrain — heterogeneity-aware data-parallel training. Thin main: parse, start MPI, run, report errors.
 #include <mpi.h>
 
+#include <unistd.h>
+
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "hetrain/cuda.hpp"
 #include "hetrain/dist.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/nn.hpp"
 #include "hetrain/train.hpp"
+#include "train/options.hpp"
+
+// Set by the Makefile for this file (VERSION, git describe, the configuration built).
+#ifndef HETRAIN_VERSION
+#define HETRAIN_VERSION "unknown"
+#endif
+#ifndef HETRAIN_GIT
+#define HETRAIN_GIT "unknown"
+#endif
+#ifndef HETRAIN_BUILD_CONFIG
+#define HETRAIN_BUILD_CONFIG "unknown"
+#endif
 
 namespace po = boost::program_options;
 using hetrain::train::TrainConfig;
@@ -31,9 +48,11 @@ const char* kUsage =
     "Usage:\n"
     "  hetrain train [options]          train a model (run under mpirun/srun for several ranks)\n"
     "  hetrain eval [options]           evaluate a checkpoint on a dataset (loss, top-1, top-5)\n"
+    "  hetrain report METRICS.jsonl... -o report.png|.html   plots of a run's --metrics (or several runs')\n"
     "  hetrain models                   list the model zoo with parameter counts\n"
     "  hetrain devices                  list the GPUs this process sees (or why it sees none)\n"
     "  hetrain --help | train --help    this text / every training option (eval --help: evaluation)\n"
+    "  hetrain --version                version, git commit and the configuration built\n"
     "\n"
     "Examples:\n"
     "  hetrain train --model resnet20 --synthetic 2048 --global-batch 64 --epochs 2\n"
@@ -47,7 +66,7 @@ const char* kUsage =
     "checkpoint (continue with --resume auto). Datasets are HDF5 files made by hetrain-pack\n"
     "(docs/dataset-format.md); checkpoints are described in docs/checkpoint-format.md.\n";
 
-po::options_description train_options(TrainConfig& c, std::string& shape, std::string& milestones) {
+po::options_description train_options(TrainConfig& c, std::string& shape, std::string& milestones, bool& no_bn_decay) {
   po::options_description data("Data");
   data.add_options()
       ("data", po::value(&c.data_path), "training dataset: an HDF5 file or shard index made by hetrain-pack")
@@ -78,7 +97,7 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
       ("momentum", po::value(&c.momentum)->default_value(0.9f), "SGD momentum")
       ("nesterov", po::bool_switch(&c.nesterov), "Nesterov momentum")
       ("weight-decay", po::value(&c.weight_decay)->default_value(5e-4f), "L2 weight decay")
-      ("no-bn-decay", "no weight decay on batch-norm parameters and biases")
+      ("no-bn-decay", po::bool_switch(&no_bn_decay), "no weight decay on batch-norm parameters and biases")
       ("label-smoothing", po::value(&c.label_smoothing)->default_value(0.0f), "label smoothing epsilon")
       ("seed", po::value(&c.seed)->default_value(1), "seed of initialisation, sample order and augmentation")
       ("threads", po::value(&c.threads)->default_value(1), "CPU threads per rank")
@@ -115,6 +134,10 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
       ("dump-samples", po::value(&c.dump_samples), "write 'epoch index' of every sample trained on (%r = rank)")
       ("quiet", po::bool_switch(&c.quiet), "no progress output")
       ("debug-fail-at", po::value(&c.debug_fail_at), "testing aid: rank RANK fails at step STEP (RANK:STEP)")
+      ("config", po::value<std::string>(),
+       "read options from this file: 'key = value' lines named like the long options, '#' comments; the "
+       "command line overrides it")
+      ("print-config", "print the effective configuration in --config syntax and exit (repeat a run exactly)")
       ("help,h", "show this help");
   po::options_description all("hetrain train options");
   all.add(data).add(model).add(dist).add(ckpt).add(out);
@@ -161,18 +184,25 @@ int cmd_devices() {
 int cmd_train(int argc, char** argv) {
   TrainConfig cfg;
   std::string shape, milestones;
-  po::options_description opts = train_options(cfg, shape, milestones);
+  bool no_bn_decay = false;
+  po::options_description opts = train_options(cfg, shape, milestones, no_bn_decay);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+    hetrain::train::parse_command_line(argc, argv, opts, vm);
     if (vm.count("help")) {
       std::cout << "Usage: hetrain train [options]\n\n" << opts << "\n";
       return 0;
     }
+    if (vm.count("config")) hetrain::train::parse_config_file(vm["config"].as<std::string>(), opts, vm);
     po::notify(vm);
     cfg.synthetic_shape = parse_ints(shape, "--synthetic-shape");
     if (!milestones.empty()) cfg.milestones = parse_ints(milestones, "--milestones");
-    cfg.decay_bn_and_bias = vm.count("no-bn-decay") == 0;
+    cfg.decay_bn_and_bias = !no_bn_decay;
+    cfg.config_text = hetrain::train::effective_config(opts, vm, {"help", "config", "print-config"});
+    if (vm.count("print-config")) {
+      if (launcher_rank() == 0) std::fputs(cfg.config_text.c_str(), stdout);
+      return 0;
+    }
   } catch (const std::exception& e) {  // boost's messages name the option
     if (launcher_rank() == 0) std::fprintf(stderr, "hetrain: error: %s (see hetrain train --help)\n", e.what());
     return 2;
@@ -211,7 +241,7 @@ int cmd_eval(int argc, char** argv) {
       ("help,h", "show this help");
   try {
     po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+    hetrain::train::parse_command_line(argc, argv, opts, vm);
     if (vm.count("help")) {
       std::cout << "Usage: hetrain eval --checkpoint FILE (--data FILE | --synthetic N) [options]\n"
                 << "Prints loss, top-1 and (with at least 5 classes) top-5 accuracy over every sample; run under\n"
@@ -238,12 +268,44 @@ int cmd_eval(int argc, char** argv) {
   return 0;
 }
 
+// `hetrain report`: the plotting tool is Python (matplotlib); it lives beside the docs of an installed
+// hetrain (PREFIX/share/hetrain/tools) or in data_tools/ of the source tree.
+int cmd_report(int argc, char** argv, const char* self) {
+  char exe[4096] = {0};
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  std::string bin_dir = n > 0 ? std::string(exe, size_t(n)) : std::string(self);
+  bin_dir = bin_dir.substr(0, bin_dir.rfind('/') == std::string::npos ? 0 : bin_dir.rfind('/'));
+  std::string script;
+  for (const std::string& candidate : {bin_dir + "/../share/hetrain/tools/hetrain_report.py",
+                                       bin_dir + "/../../data_tools/hetrain_report.py"})
+    if (::access(candidate.c_str(), R_OK) == 0) {
+      script = candidate;
+      break;
+    }
+  if (script.empty()) {
+    std::fprintf(stderr, "hetrain report: error: hetrain_report.py not found beside %s (reinstall hetrain)\n",
+                 bin_dir.c_str());
+    return 1;
+  }
+  std::vector<char*> args = {const_cast<char*>("/usr/bin/python3"), script.data()};
+  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  ::execv(args[0], args.data());
+  std::fprintf(stderr, "hetrain report: error: cannot run /usr/bin/python3 (%s): run make deps\n", std::strerror(errno));
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "train") return cmd_train(argc - 1, argv + 1);
   if (cmd == "eval") return cmd_eval(argc - 1, argv + 1);
+  if (cmd == "report") return cmd_report(argc - 1, argv + 1, argv[0]);
+  if (cmd == "--version" || cmd == "version") {
+    std::printf("hetrain %s (git %s)\nbuilt: %s\n", HETRAIN_VERSION, HETRAIN_GIT, HETRAIN_BUILD_CONFIG);
+    return 0;
+  }
   if (cmd == "models" || cmd == "devices") {
     try {
       return cmd == "models" ? cmd_models() : cmd_devices();

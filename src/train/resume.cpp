@@ -17,7 +17,11 @@ std::map<std::string, std::string> parse_lines(const std::string& text) {
   std::string line;
   while (std::getline(in, line)) {
     const size_t eq = line.find('=');
-    if (eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
+    auto trim = [](std::string t) {
+      const size_t a = t.find_first_not_of(' '), b = t.find_last_not_of(' ');
+      return a == std::string::npos ? std::string() : t.substr(a, b - a + 1);
+    };
+    if (eq != std::string::npos) out[trim(line.substr(0, eq))] = trim(line.substr(eq + 1));
   }
   return out;
 }
@@ -28,7 +32,9 @@ std::string config_differences(const std::string& before, const std::string& now
   std::string out;
   // How a run is stopped, resumed and checkpointed changes nothing it computes.
   static const char* const kQuiet[] = {"resume", "stop_at_step", "checkpoint_every", "checkpoint_minutes",
-                                       "keep_checkpoints", "stall_timeout"};
+                                       "keep_checkpoints", "stall_timeout", "stop-at-step", "checkpoint-every",
+                                       "checkpoint-minutes", "keep-checkpoints", "stall-timeout", "checkpoint-dir",
+                                       "metrics", "dump-params", "dump-samples", "quiet", "log-every"};
   for (const auto& [key, value] : b) {
     if (std::find(std::begin(kQuiet), std::end(kQuiet), key) != std::end(kQuiet)) continue;
     auto it = a.find(key);

@@ -181,7 +181,8 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   oc.decay_bn_and_bias = cfg.decay_bn_and_bias;
   s.sgd = std::make_unique<optim::Sgd>(s.model->params(), oc);
   if (world.rank() == 0) {  // rank 0 reads the checkpoint; make_setup hands it to every rank
-    ResumeChoice choice = load_for_resume(cfg, run_identity(cfg, s), s.model->params(), cfg.canonical());
+    ResumeChoice choice = load_for_resume(cfg, run_identity(cfg, s), s.model->params(),
+                                          cfg.config_text.empty() ? cfg.canonical() : cfg.config_text);
     s.resume = std::move(choice.checkpoint);
     s.notes.insert(s.notes.end(), choice.notes.begin(), choice.notes.end());
   }

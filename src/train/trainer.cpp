@@ -416,7 +416,7 @@ class Trainer {
     info.peak_lr = s_.schedule->peak_lr();
     info.total_steps = s_.total_steps;
     info.sgd = s_.sgd->config();
-    info.config_text = cfg_.canonical();
+    info.config_text = cfg_.config_text.empty() ? cfg_.canonical() : cfg_.config_text;
     info.split = last_split_;
     info.alpha.assign(size_t(world_.size()), 0.0);
     info.beta.assign(size_t(world_.size()), 0.0);

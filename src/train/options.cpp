@@ -1,0 +1,145 @@
+#include "train/options.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <vector>
+
+namespace hetrain::train {
+
+namespace {
+
+namespace cls = po::command_line_style;
+
+std::string trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t\r"), b = s.find_last_not_of(" \t\r");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// "--model, --momentum" for the known options that start with `name` or are a couple of typos away.
+std::string candidates(const std::string& name, const po::options_description& options) {
+  std::string out;
+  for (const auto& o : options.options()) {
+    const std::string known = o->long_name();
+    if (known.empty() || known == name) continue;
+    const bool prefix = known.compare(0, name.size(), name) == 0 || name.compare(0, known.size(), known) == 0;
+    if (prefix || edit_distance(name, known) <= std::max<size_t>(1, name.size() / 4))
+      out += (out.empty() ? "--" : ", --") + known;
+  }
+  return out;
+}
+
+std::string unknown_message(const std::string& written, const po::options_description& options) {
+  std::string name = written;
+  while (!name.empty() && name[0] == '-') name.erase(0, 1);
+  name = name.substr(0, name.find('='));
+  const std::string near = candidates(name, options);
+  return "unknown option '--" + name + "'" + (near.empty() ? "" : " (did you mean " + near + "?)");
+}
+
+bool known_option(const std::string& key, const po::options_description& options) {
+  for (const auto& o : options.options())
+    if (o->long_name() == key) return true;
+  return false;
+}
+
+// The shortest decimal text that reads back as exactly `x` (0.1 rather than 0.100000001).
+template <typename T>
+std::string shortest(T x) {
+  for (int digits = 6;; ++digits) {
+    std::ostringstream os;
+    os.precision(digits);
+    os << x;
+    std::istringstream back(os.str());
+    T y{};
+    back >> y;
+    if (y == x || digits >= std::numeric_limits<T>::max_digits10) return os.str();
+  }
+}
+
+// The value of one option as it would be written on the command line.
+std::string value_text(const po::variable_value& v) {
+  const boost::any& a = v.value();
+  std::ostringstream os;
+  if (const auto* s = boost::any_cast<std::string>(&a)) return *s;
+  if (const auto* b = boost::any_cast<bool>(&a)) return *b ? "true" : "false";
+  if (const auto* i = boost::any_cast<int>(&a)) os << *i;
+  else if (const auto* l = boost::any_cast<int64_t>(&a)) os << *l;
+  else if (const auto* u = boost::any_cast<uint64_t>(&a)) os << *u;
+  else if (const auto* f = boost::any_cast<float>(&a)) return shortest(*f);
+  else if (const auto* d = boost::any_cast<double>(&a)) return shortest(*d);
+  else return "";
+  return os.str();
+}
+
+}  // namespace
+
+void parse_command_line(int argc, char** argv, const po::options_description& options, po::variables_map& vm) {
+  try {
+    po::store(po::command_line_parser(argc, argv)
+                  .options(options)
+                  .style(cls::default_style & ~cls::allow_guessing)
+                  .run(),
+              vm);
+  } catch (const po::unknown_option& e) {
+    throw po::error(unknown_message(e.get_option_name(), options));
+  }
+}
+
+void parse_config_file(const std::string& path, const po::options_description& options, po::variables_map& vm) {
+  std::ifstream in(path);
+  if (!in) throw po::error("--config " + path + ": cannot read the file");
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const std::string text = trim(line.substr(0, line.find('#')));
+    if (text.empty()) continue;
+    const std::string where = path + ":" + std::to_string(number) + ": ";
+    if (text[0] == '[') throw po::error(where + "sections are not used in hetrain config files: '" + text + "'");
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos) throw po::error(where + "expected 'key = value', got '" + text + "'");
+    const std::string key = trim(text.substr(0, eq));
+    if (key == "config") throw po::error(where + "a config file cannot name another config file");
+    if (!known_option(key, options)) {
+      const std::string near = candidates(key, options);
+      throw po::error(where + "unknown key '" + key + "'" + (near.empty() ? "" : " (did you mean " + near + "?)"));
+    }
+  }
+  std::ifstream again(path);
+  try {
+    po::store(po::parse_config_file(again, options, /*allow_unregistered=*/false), vm);
+  } catch (const po::error& e) {
+    throw po::error("--config " + path + ": " + e.what());
+  }
+}
+
+std::string effective_config(const po::options_description& options, const po::variables_map& vm,
+                             const std::vector<std::string>& skip) {
+  std::ostringstream out;
+  for (const auto& o : options.options()) {
+    const std::string key = o->long_name();
+    if (key.empty() || std::find(skip.begin(), skip.end(), key) != skip.end() || !vm.count(key)) continue;
+    const std::string value = value_text(vm[key]);
+    if (value.empty()) continue;
+    out << key << " = " << value << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace hetrain::train
