@@ -87,7 +87,7 @@ EvalResult run_evaluation(const EvalConfig& cfg) {
     set_num_threads(cfg.threads);
     HT_CHECK(cfg.device == "auto" || cfg.device == "cpu" || cfg.device == "cuda",
              "--device must be auto, cpu or cuda, got '", cfg.device, "'");
-    resolve_device(cfg.device, cfg.threads, world, s);
+    resolve_device(cfg.device, cfg.threads, cfg.quiet, world, s);
     SourceOptions so;
     so.threads = cfg.threads;
     so.prefetch_depth = 1;

@@ -54,13 +54,18 @@ RunIdentity run_identity(const TrainConfig& cfg, const Setup& s) {
   return r;
 }
 
-void resolve_device(const std::string& requested, int threads, const dist::World& world, Setup& s) {
+void resolve_device(const std::string& requested, int threads, bool quiet, const dist::World& world, Setup& s) {
   const std::string cpu = "cpu (" + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
   const int gpus = requested == "cpu" ? 0 : cuda_device_count();
   if (requested == "cuda") HT_CHECK(gpus > 0, "--device cuda: ", cuda_status(), "; use --device cpu or auto");
   if (gpus == 0) {
-    if (requested == "auto" && world.rank() == 0 && cuda_built())
-      std::printf("device: %s; training on the CPU\n", cuda_status().c_str());
+    if (requested == "auto" && world.rank() == 0 && cuda_built() && !quiet) {
+      // CUDA's own words for "no driver" are "driver version is insufficient": say it plainly.
+      const std::string status = cuda_status();
+      const bool none = status.find("cudaErrorInsufficientDriver") != std::string::npos ||
+                        status.find("cudaErrorNoDevice") != std::string::npos;
+      std::printf("device: %s; training on the CPU\n", none ? "no NVIDIA driver or GPU found" : status.c_str());
+    }
     s.device_kind = Device::CPU;
     s.device = cpu;
     return;
@@ -83,7 +88,7 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   set_num_threads(cfg.threads);
   HT_CHECK(cfg.device == "auto" || cfg.device == "cpu" || cfg.device == "cuda",
            "--device must be auto, cpu or cuda, got '", cfg.device, "'");
-  resolve_device(cfg.device, cfg.threads, world, s);
+  resolve_device(cfg.device, cfg.threads, cfg.quiet, world, s);
   HT_CHECK(cfg.global_batch >= 1, "--global-batch must be at least 1, got ", cfg.global_batch);
   HT_CHECK(cfg.epochs >= 1, "--epochs must be at least 1, got ", cfg.epochs);
   HT_CHECK(cfg.prefetch_depth >= 1, "--prefetch must be at least 1, got ", cfg.prefetch_depth);

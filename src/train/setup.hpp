@@ -48,8 +48,8 @@ struct Setup {
 RunIdentity run_identity(const TrainConfig& cfg, const Setup& s);
 
 // --device: `cpu`; `cuda` = the GPU of this rank's node-local rank, an error without one; `auto` = that GPU
-// when one answers, else the CPU (rank 0 says why in one line). Sets device_kind, device, gpu_index.
-void resolve_device(const std::string& requested, int threads, const dist::World& world, Setup& s);
+// when one answers, else the CPU (rank 0 says why in one line unless quiet). Sets device_kind, device, gpu_index.
+void resolve_device(const std::string& requested, int threads, bool quiet, const dist::World& world, Setup& s);
 
 // Validates every input on every rank, then agrees across ranks: if any rank found a problem, every rank
 // throws AgreedError with the message of the lowest failing rank, so rank 0 reports one line and no rank

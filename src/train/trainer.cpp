@@ -350,17 +350,46 @@ class Trainer {
     const bool last = rec.step + 1 == s_.total_steps || stopping;
     if (!log_now && !last) return;
     result.final_loss = window.loss_sum / std::max(1.0, window.count);
+    const double step_s = time_sum_ / std::max<int64_t>(1, window_steps_);
+    const int64_t spe = s_.plan->steps_per_epoch();
     if (!cfg_.quiet)
-      std::printf("step %6lld  epoch %3lld  loss %.4f  acc %6.2f%%  lr %.4g  %8.1f samples/s  balance %5.1f%%\n",
-                  (long long)rec.step + 1, (long long)rec.epoch + 1, result.final_loss,
+      std::printf("step %lld/%lld  epoch %.2f/%lld  loss %.4f  acc %6.2f%%  lr %.4g  %8.1f samples/s  balance %5.1f%%"
+                  "  ETA %s\n",
+                  (long long)rec.step + 1, (long long)s_.total_steps, double(rec.step + 1) / double(spe),
+                  (long long)((s_.total_steps + spe - 1) / spe), result.final_loss,
                   100.0 * window.correct / std::max(1.0, window.count), rec.lr,
-                  time_sum_ > 0 ? samples_sum_ / time_sum_ : 0.0, 100.0 * eff_sum_ / window_steps_);
+                  time_sum_ > 0 ? samples_sum_ / time_sum_ : 0.0, 100.0 * eff_sum_ / window_steps_,
+                  duration_text(step_s * double(s_.total_steps - rec.step - 1)).c_str());
+    warn_if_at_chance(result.final_loss);
     std::fflush(stdout);
     window = Totals{};
     eff_sum_ = time_sum_ = 0;
     samples_sum_ = 0;
     window_steps_ = 0;
   }
+
+  // "45s", "12m05s", "3h07m": the remaining time of the run at the recent step rate.
+  static std::string duration_text(double seconds) {
+    char buf[32];
+    const long long t = (long long)std::llround(std::max(0.0, seconds));
+    if (t < 60) std::snprintf(buf, sizeof buf, "%llds", t);
+    else if (t < 3600) std::snprintf(buf, sizeof buf, "%lldm%02llds", t / 60, t % 60);
+    else std::snprintf(buf, sizeof buf, "%lldh%02lldm", t / 3600, (t / 60) % 60);
+    return buf;
+  }
+
+  // A loss that stays at ln K (uniform guessing over K classes) for many steps means the model is not
+  // learning at all, most often a learning rate too high for the model: say so once instead of training on.
+  void warn_if_at_chance(double window_loss) {
+    const double chance = std::log(double(std::max(2, s_.train->info().num_classes)));
+    chance_steps_ = std::abs(window_loss - chance) < 0.01 * chance ? chance_steps_ + window_steps_ : 0;
+    if (chance_warned_ || chance_steps_ < kChanceSteps) return;
+    chance_warned_ = true;
+    std::printf("warning: the training loss has stayed at chance level (ln %d = %.3f) for %lld steps: the model is "
+                "not learning; try a lower --lr (e.g. a fifth) or --warmup-epochs\n",
+                s_.train->info().num_classes, chance, (long long)chance_steps_);
+  }
+  static constexpr int64_t kChanceSteps = 100;
 
   // Batch-norm running statistics differ per rank (each saw its own samples); average them weighted by
   // b_r/B so evaluation and the final model use one set, identical everywhere.
@@ -441,6 +470,8 @@ class Trainer {
   std::vector<int64_t> last_split_;
   double eff_sum_ = 0, time_sum_ = 0;
   int64_t samples_sum_ = 0, window_steps_ = 0;
+  int64_t chance_steps_ = 0;  // consecutive logged steps whose loss sat at ln K
+  bool chance_warned_ = false;
 };
 
 }  // namespace
