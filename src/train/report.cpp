@@ -53,6 +53,7 @@ void MetricsFile::write(const StepRecord& r) {
   list("wait_s", [](const StepTimes& t) { return t.wait; });
   list("comm_s", [](const StepTimes& t) { return t.comm; });
   list("idle_s", [](const StepTimes& t) { return t.idle; });
+  if (r.val_accuracy >= 0) std::fprintf(file_, ",\"val_loss\":%.6g,\"val_accuracy\":%.6g", r.val_loss, r.val_accuracy);
   if (std::fprintf(file_, "}\n") < 0 || std::fflush(file_) != 0 || std::ferror(file_))
     error_ = "--metrics: writing " + tmp_ + " failed: " + std::strerror(errno);
 }

@@ -21,6 +21,7 @@ struct StepRecord {
   int64_t step = 0, epoch = 0;
   double loss = 0, accuracy = 0, lr = 0;
   double step_seconds = 0;         // wall time of the step on rank 0
+  double val_loss = -1, val_accuracy = -1;  // the last step of an epoch with a validation set; -1 otherwise
   std::vector<StepTimes> ranks;    // one per rank
   int64_t global_batch() const;
   double samples_per_second() const { return step_seconds > 0 ? global_batch() / step_seconds : 0; }

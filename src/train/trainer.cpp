@@ -93,7 +93,8 @@ class Trainer {
       if (world_.rank() == 0) report_step(rec, window, result, stop_signal || stop_here);
       result.steps = plan.global_step + 1;
       if (result.steps % s_.plan->steps_per_epoch() == 0 || result.steps == s_.total_steps)
-        end_epoch(plan.epoch, result);
+        end_epoch(plan.epoch, result, rec);
+      outputs_.write_metrics(rec);  // rank 0; after the epoch's validation, which the last line carries
       if (stop_signal || stop_here || checkpointer_.due_by_steps(result.steps) || flags.checkpoint_due > 0)
         save_checkpoint(result.steps);
       if (stop_signal || stop_here) {
@@ -341,7 +342,6 @@ class Trainer {
   }
 
   void report_step(const StepRecord& rec, Totals& window, TrainResult& result, bool stopping) {
-    outputs_.write_metrics(rec);
     eff_sum_ += rec.balance_efficiency();
     time_sum_ += rec.step_seconds;
     samples_sum_ += rec.global_batch();
@@ -406,11 +406,13 @@ class Trainer {
     }
   }
 
-  void end_epoch(int64_t epoch, TrainResult& result) {
+  void end_epoch(int64_t epoch, TrainResult& result, StepRecord& rec) {
     sync_running_stats();
     if (!s_.val) return;
     Totals t = evaluate();
     result.val_accuracy = t.correct / std::max(1.0, t.count);
+    rec.val_accuracy = result.val_accuracy;
+    rec.val_loss = t.loss_sum / std::max(1.0, t.count);
     if (world_.rank() == 0 && !cfg_.quiet) {
       std::printf("epoch %lld: validation loss %.4f, accuracy %s (%lld samples)\n", (long long)epoch + 1,
                   t.loss_sum / std::max(1.0, t.count), pct(result.val_accuracy).c_str(), (long long)t.count);
