@@ -128,6 +128,8 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   so.augment.random_crop = so.augment.hflip = cfg.augment;
   if (cfg.synthetic > 0) {
     HT_CHECK(cfg.synthetic_shape.size() == 3, "--synthetic-shape needs C,H,W");
+    data::check_sample_shape("--synthetic-shape", cfg.synthetic_shape[0], cfg.synthetic_shape[1],
+                             cfg.synthetic_shape[2]);
     const auto& sh = cfg.synthetic_shape;
     s.train = make_synthetic_source(cfg.synthetic, sh[0], sh[1], sh[2], cfg.synthetic_classes, cfg.seed, 0, so);
     if (cfg.synthetic_val > 0)
