@@ -65,3 +65,9 @@ acc=$(grep -o 'accuracy [0-9.]*%' "$OUT/dynamic.log" | tail -1)
 echo
 echo "== result: test $acc after $EPOCHS epochs; throughput dynamic $dyn samples/s vs uniform $uni samples/s" \
      "($(/usr/bin/python3 -c "print('%.2fx' % ($dyn / $uni))")) — speeds are emulated, not real hardware"
+
+echo
+echo "== report: the per-rank split, times, efficiency and accuracy of both runs (hetrain report)"
+build/bin/hetrain report "$OUT/dynamic.jsonl" "$OUT/uniform.jsonl" -o "$OUT/report.html"
+build/bin/hetrain report "$OUT/dynamic.jsonl" -o "$OUT/report.png"
+echo "report: $OUT/report.html (both runs) and $OUT/report.png (the dynamic run)"
