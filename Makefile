@@ -7,12 +7,15 @@
 #   make bench      benchmarks that print comparisons (never fail on time)
 #   make gpu-check  GPU op tests + GPU benchmark lines, results in build/gpu-check (OUT=dir to change)
 #   make gpu-bundle test_gpu + bench_train_step + the shared libraries they need, for a bare GPU machine (DEST=dir)
+#   make install    copy the built binaries, job scripts, Python tools, docs and an Lmod module file to PREFIX
+#                   (run make first; docs/install.md says what goes where)
 #
 # Switches (plain variables):
 #   CUDA=auto|0|1   build the CUDA backend: auto = when nvcc is found (default)
 #   CUDA_ARCH=...   nvcc -gencode list (default sm_80, sm_90 + PTX)
 #   MPI_HOME, HDF5_HOME, CUDA_HOME, BLAS_HOME   prefixes as cluster module systems set them
 #   DEBUG=1         -O0 -g
+#   PREFIX=dir      where make install puts hetrain (default /usr/local); DESTDIR=dir stages it under dir
 # Objects live in one folder per configuration (build/cpu, build/cuda); binaries in build/bin are those of
 # the configuration built last.
 
@@ -93,7 +96,7 @@ CONFIG := $(if $(USE_CUDA),cuda,cpu)
 
 mark = $(if $(1),✓,✗)
 ifeq ($(MAKELEVEL),0)
-ifeq ($(filter deps help clean,$(MAKECMDGOALS)),)
+ifeq ($(filter deps help clean install,$(MAKECMDGOALS)),)
 $(info hetrain build ($(CONFIG) configuration):)
 $(info   $(call mark,$(HAVE_MPI)) MPI          $(MPICXX))
 $(info   $(call mark,$(HAVE_HDF5)) HDF5         $(or $(HDF5_HOME),$(HDF5_PC)))
@@ -158,6 +161,21 @@ $(OBJ)/%.o: %.cu
 CONFIG_STAMP := $(BIN)/.configuration
 $(shell mkdir -p $(BIN); [ "$$(cat $(CONFIG_STAMP) 2>/dev/null)" = "$(CONFIG)" ] || echo $(CONFIG) > $(CONFIG_STAMP))
 
+# ---------------------------------------------------------------- version (hetrain --version)
+# Only src/apps/hetrain_main.cpp sees these macros, so a new commit recompiles that one file. Its stamp
+# $(OBJ)/.build-info (release, git describe, configuration; scripts/build-info.sh) is rewritten only when
+# its content changes, so the object is rebuilt exactly when one of them changes.
+BUILD_INFO := $(OBJ)/.build-info
+$(BUILD_INFO): FORCE
+	@mkdir -p $(dir $@)
+	@scripts/build-info.sh '$(MPICXX)' '$(USE_CUDA)' '$(HDF5_HOME)' '$(HDF5_PC)' '$(BLAS_HOME)' '$(BLAS_KIND)' >$@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+FORCE:
+build_info_line = "\"$$(sed -n $(1)p $(BUILD_INFO))\""
+$(OBJ)/src/apps/hetrain_main.o: $(BUILD_INFO)
+$(OBJ)/src/apps/hetrain_main.o: CXXFLAGS += -DHETRAIN_VERSION=$(call build_info_line,1) \
+  -DHETRAIN_GIT=$(call build_info_line,2) -DHETRAIN_BUILD_CONFIG=$(call build_info_line,3)
+
 # ---------------------------------------------------------------- programs
 APPS := hetrain hetrain-pack
 $(BIN)/hetrain: $(OBJ)/src/apps/hetrain_main.o $(ALL_LIBS) $(CONFIG_STAMP)
@@ -202,7 +220,7 @@ $(BIN)/bench_%: $(OBJ)/bench/%_bench.o $(ALL_LIBS) $(CONFIG_STAMP)
 	@$(MPICXX) -o $@ $< $(call link_group,$(ALL_LIBS)) $(LDLIBS)
 
 # ---------------------------------------------------------------- top-level targets
-.PHONY: all check-deps deps test demo bench clean help gpu-check gpu-bundle
+.PHONY: all check-deps deps test demo bench clean help gpu-check gpu-bundle install
 
 all: check-deps $(BIN)/hetrain $(BIN)/hetrain-pack $(TEST_BINS) $(if $(GPU_TEST_OBJS),$(BIN)/test_gpu)
 
@@ -241,6 +259,49 @@ bench: check-deps
 
 clean:
 	rm -rf $(BUILD)
+
+# ---------------------------------------------------------------- install (docs/install.md)
+# make install [PREFIX=/usr/local] [DESTDIR=staging]: copies what `make` built (it never builds: the
+# binaries must be there) to DESTDIR/PREFIX. Every destination folder is checked for writing before
+# anything is copied, so an unwritable prefix fails with one line and installs nothing. The module file
+# is removed first and written last: an install that stops half-way has none, so `module load` does not
+# find it.
+PREFIX ?= /usr/local
+DESTDIR ?=
+HT_VERSION := $(strip $(shell head -n 1 VERSION 2>/dev/null))
+INSTALL_ROOT = $(DESTDIR)$(PREFIX)
+INSTALL_DIRS := bin share/hetrain/jobs share/hetrain/tools share/doc/hetrain/docs share/modulefiles/hetrain
+MODULE_FILE = share/modulefiles/hetrain/$(HT_VERSION).lua
+
+install:
+	@case '$(PREFIX)' in /*) ;; *) echo "make install: PREFIX must be an absolute path (got '$(PREFIX)')" >&2; exit 1;; esac
+	@[ -n '$(HT_VERSION)' ] || { echo "make install: the file VERSION is missing or empty" >&2; exit 1; }
+	@for f in $(BIN)/hetrain $(BIN)/hetrain-pack; do \
+	  [ -x $$f ] || { echo "make install: $$f is not built: run make first" >&2; exit 1; }; done
+	@for d in $(INSTALL_DIRS); do \
+	  p='$(INSTALL_ROOT)'/$$d; while [ ! -e "$$p" ] && [ ! -L "$$p" ]; do p=$$(dirname "$$p"); done; \
+	  if [ -d "$$p" ] && t=$$(mktemp -d "$$p/.hetrain-install.XXXXXX" 2>/dev/null); then rmdir "$$t"; else \
+	    echo "make install: cannot install into $(INSTALL_ROOT): $$p is not a writable folder (nothing was installed; choose another PREFIX= or DESTDIR=)" >&2; \
+	    exit 1; fi; done
+	@rm -f '$(INSTALL_ROOT)/$(MODULE_FILE)'
+	@install -d $(foreach d,$(INSTALL_DIRS),'$(INSTALL_ROOT)/$(d)')
+	@echo "  INSTALL $(INSTALL_ROOT)/bin: hetrain hetrain-pack"
+	@install -m 755 $(BIN)/hetrain $(BIN)/hetrain-pack '$(INSTALL_ROOT)/bin/'
+	@echo "  INSTALL $(INSTALL_ROOT)/share/hetrain/jobs: $(notdir $(wildcard jobs/*.sbatch jobs/README.md))"
+	@for f in $(wildcard jobs/*.sbatch); do install -m 755 $$f '$(INSTALL_ROOT)/share/hetrain/jobs/' || exit 1; done
+	@$(if $(wildcard jobs/README.md),install -m 644 jobs/README.md '$(INSTALL_ROOT)/share/hetrain/jobs/',:)
+	@echo "  INSTALL $(INSTALL_ROOT)/share/hetrain/tools: $(notdir $(wildcard data_tools/*.py))"
+	@for f in $(wildcard data_tools/*.py); do \
+	  if [ -x $$f ]; then m=755; else m=644; fi; install -m $$m $$f '$(INSTALL_ROOT)/share/hetrain/tools/' || exit 1; done
+	@echo "  INSTALL $(INSTALL_ROOT)/share/doc/hetrain: README.md, docs/$(notdir $(wildcard docs/*.md))"
+	@install -m 644 README.md '$(INSTALL_ROOT)/share/doc/hetrain/'
+	@install -m 644 $(wildcard docs/*.md) '$(INSTALL_ROOT)/share/doc/hetrain/docs/'
+	@echo "  INSTALL $(INSTALL_ROOT)/$(MODULE_FILE)"
+	@scripts/make-modulefile.sh '$(PREFIX)' '$(HT_VERSION)' >'$(INSTALL_ROOT)/$(MODULE_FILE).tmp'
+	@chmod 644 '$(INSTALL_ROOT)/$(MODULE_FILE).tmp'
+	@mv -f '$(INSTALL_ROOT)/$(MODULE_FILE).tmp' '$(INSTALL_ROOT)/$(MODULE_FILE)'
+	@echo "installed hetrain $(HT_VERSION) ($$(cat $(CONFIG_STAMP) 2>/dev/null || echo unknown) build) into $(INSTALL_ROOT)"
+	@echo "  use it: module use $(PREFIX)/share/modulefiles && module load hetrain/$(HT_VERSION)   (or PATH=$(PREFIX)/bin:\$$PATH)"
 
 help:
 	@sed -n '2,/^$$/p' Makefile | sed 's/^# \{0,1\}//'

@@ -48,7 +48,7 @@ std::vector<std::string> lines_of(const std::string& text) {
 }
 }  // namespace
 
-void check_same_config(MPI_Comm comm, const std::string& canonical_text) {
+void check_same_config(MPI_Comm comm, const std::string& canonical_text, const std::string& group) {
   int size = 1;
   HT_MPI_CHECK(MPI_Comm_size(comm, &size));
   uint64_t mine = fnv1a64(canonical_text.data(), canonical_text.size());
@@ -60,6 +60,7 @@ void check_same_config(MPI_Comm comm, const std::string& canonical_text) {
   if (first < 0) return;
   // Error path only: gather the texts so every rank can name the first differing line.
   std::vector<std::string> texts = allgather_strings(comm, canonical_text);
+  std::vector<std::string> groups = allgather_strings(comm, group);
   std::vector<std::string> a = lines_of(texts[0]), b = lines_of(texts[first]);
   std::string detail;
   for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
@@ -71,6 +72,12 @@ void check_same_config(MPI_Comm comm, const std::string& canonical_text) {
   }
   int differing = 0;
   for (int r = 1; r < size; ++r) differing += all[r] != all[0];
+  if (groups[0] != groups[first]) {
+    // A heterogeneous job launches each component with its own command line (srun ... : ...).
+    HT_AGREED_THROW("hetjob components disagree on the configuration: rank ", first, " (component ", groups[first],
+                    ") differs from rank 0 (component ", groups[0], ")", detail, " (", differing, " of ", size,
+                    " ranks differ; give every component the same hetrain options)");
+  }
   HT_AGREED_THROW("configuration differs between ranks: rank ", first, " differs from rank 0", detail, " (", differing,
            " of ", size, " ranks differ; launch every rank with the same options)");
 }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <sstream>
 
+#include "hetrain/dist/slurm_het.hpp"
 #include "hetrain/error.hpp"
 
 namespace hetrain::dist {
@@ -43,6 +44,7 @@ World& World::init(int* argc, char*** argv) {
   HT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &w->rank_));
   HT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &w->size_));
   w->host_ = host_name();
+  w->component_ = slurm_het_component().label();
   set_error_context(w->rank_, w->host_);
   if (w->started_mpi_ && provided < MPI_THREAD_FUNNELED)
     HT_THROW("MPI offers thread level ", provided, " but hetrain needs MPI_THREAD_FUNNELED");
@@ -83,14 +85,21 @@ std::string World::rank_table(const std::string& device) const {
   std::ostringstream mine;
   mine << rank_ << '\t' << host_ << '\t' << local_rank_ << '/' << local_size_ << '\t' << device;
   std::vector<std::string> rows = allgather_strings(MPI_COMM_WORLD, mine.str());
+  std::vector<std::string> components = allgather_strings(MPI_COMM_WORLD, component_);
+  bool heterogeneous_job = false;
+  for (const auto& c : components) heterogeneous_job |= !c.empty();
   std::ostringstream table;
-  table << "rank\thost\tlocal\tdevice\n";
-  for (const auto& row : rows) table << row << '\n';
+  table << "rank\thost\tlocal\tdevice" << (heterogeneous_job ? "\tcomponent" : "") << '\n';
+  for (size_t r = 0; r < rows.size(); ++r) {
+    table << rows[r];
+    if (heterogeneous_job) table << '\t' << (components[r].empty() ? "-" : components[r]);
+    table << '\n';
+  }
   return table.str();
 }
 
 void World::check_same_config(const std::string& canonical_text) const {
-  dist::check_same_config(MPI_COMM_WORLD, canonical_text);
+  dist::check_same_config(MPI_COMM_WORLD, canonical_text, component_);
 }
 
 void World::check_identical(const float* data, int64_t n, const char* what) const {

@@ -52,19 +52,7 @@ with h5py.File(d + "/train.h5", "r") as idx:
 PY
 
 # folder: PNG + JPEG, packed serially and by 2 ranks into 3 shards: same bytes.
-/usr/bin/python3 - "$W/img" <<'PY' || fail "writing test images"
-import sys, os, zlib, struct
-root = sys.argv[1]
-def png(path, w, h, seed):
-    raw = b"".join(b"\0" + bytes(((x * 7 + y * 3 + seed * 11 + c * 50) % 256) for x in range(w) for c in range(3)) for y in range(h))
-    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
-    open(path, "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
-                           chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
-for k, cls in enumerate(["ant", "bee", "cow"]):
-    os.makedirs(f"{root}/{cls}")
-    for i in range(5):
-        png(f"{root}/{cls}/{i}.png", 20 + i, 16, k * 10 + i)
-PY
+/usr/bin/python3 test/e2e/png_folder.py "$W/img" || fail "writing test images"
 $PACK folder "$W/img" --size 12 --shards 3 -o "$W/out/serial.h5" --no-progress >/dev/null || fail "folder serial"
 mpirun -n 2 $PACK folder "$W/img" --size 12 --shards 3 -o "$W/out/par.h5" --no-progress >/dev/null || fail "folder mpirun"
 for s in 0 1 2; do

@@ -9,7 +9,10 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 HETRAIN=build/bin/hetrain
 PACK=build/bin/hetrain-pack
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+# at_exit CMD: run CMD when the script ends (the newest first, $TMP's removal last).
+AT_EXIT=('rm -rf "$TMP"')
+at_exit() { AT_EXIT=("$1" "${AT_EXIT[@]}"); }
+trap 'for cmd in "${AT_EXIT[@]}"; do eval "$cmd"; done' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 skip() { echo "SKIP: $*"; exit 77; }
 # Every script ends with pass: the runner counts a script as passed only on exit 0 with this as its last line.
@@ -42,7 +45,7 @@ start_slurm() {
   local started_here=1
   pgrep -x slurmctld >/dev/null && started_here=0
   scripts/slurm-local.sh start || fail "could not start the local Slurm cluster"
-  [ $started_here -eq 1 ] && trap 'scripts/slurm-local.sh stop; rm -rf "$TMP"' EXIT
+  [ $started_here -eq 1 ] && at_exit 'scripts/slurm-local.sh stop' 
   return 0
 }
 # need_python MODULE...: the Debian Python modules a test imports (/usr/bin/python3), or a clear failure.

@@ -15,13 +15,14 @@ for _ in $(seq 600); do [ -f "$TMP/ckpt/checkpoint-00000008.h5" ] && break; slee
 [ -f "$TMP/ckpt/checkpoint-00000008.h5" ] || { scancel "$job"; cat "$TMP/job.out"; fail "no checkpoint at step 8 within 60 s"; }
 scancel --signal=USR1 "$job" || fail "scancel --signal=USR1 failed"
 # Wait for the requeued run to finish. Slurm holds a requeued job back for a while before it is eligible
-# again (minutes here); the test moves its start time to now rather than wait for that.
+# again (minutes here); the test moves its start time to a few seconds from now rather than wait for that.
+# Not to now: slurmd refuses a job credential made within the second it revoked the job's last one.
 released=0
 for _ in $(seq 900); do
   state=$(scontrol show job "$job" 2>/dev/null | grep -oE 'JobState=[A-Z_]+' | cut -d= -f2)
   restarts=$(scontrol show job "$job" 2>/dev/null | grep -oE 'Restarts=[0-9]+' | cut -d= -f2)
   if [ "${restarts:-0}" -ge 1 ] && [ "$state" = PENDING ] && [ $released -eq 0 ]; then
-    scontrol update JobId="$job" StartTime=now && released=1
+    scontrol update JobId="$job" StartTime=now+3 && released=1
   fi
   [ "${restarts:-0}" -ge 1 ] && [[ "$state" =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT)$ ]] && break
   sleep 0.2

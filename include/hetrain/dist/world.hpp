@@ -26,6 +26,8 @@ class World {
   int local_rank() const { return local_rank_; }  // rank among the processes on this node
   int local_size() const { return local_size_; }
   const std::string& host() const { return host_; }
+  // This rank's component of a Slurm heterogeneous job, "1 (cpu)"; "" outside one (dist/slurm_het.hpp).
+  const std::string& component() const { return component_; }
   MPI_Comm comm() const { return MPI_COMM_WORLD; }
   MPI_Comm node_comm() const { return node_comm_; }
 
@@ -35,12 +37,13 @@ class World {
   [[noreturn]] void abort(const std::string& line, int code = 1);
 
   // Collective. Every rank passes its device string ("cpu", "cuda:0 NVIDIA H200"); returns on every rank
-  // the table "rank  host  local  device" with one line per rank (rank 0 prints it).
+  // the table "rank  host  local  device" with one line per rank (rank 0 prints it), and a column
+  // "component" when the world spans the components of a Slurm heterogeneous job.
   std::string rank_table(const std::string& device) const;
 
   // Collective. Throws hetrain::Error on EVERY rank when the canonical configuration text (one "key=value"
   // per line) is not the same on all ranks; the message names the first rank that differs from rank 0
-  // and its first differing line.
+  // and its first differing line, and says when the two ranks are in different heterogeneous-job components.
   void check_same_config(const std::string& canonical_text) const;
 
   // Collective. Bitwise checksum of data[0, n) compared across ranks; throws on every rank naming the ranks
@@ -51,6 +54,7 @@ class World {
   World() = default;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string host_;
+  std::string component_;
   MPI_Comm node_comm_ = MPI_COMM_NULL;
   bool started_mpi_ = false;
   bool finalized_ = false;
@@ -59,8 +63,9 @@ class World {
 // Helpers usable on any communicator (collective over `comm`).
 uint64_t fnv1a64(const void* data, size_t bytes, uint64_t seed = 1469598103934665603ull);
 std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& mine);
-// Throws (on every rank) as World::check_same_config does.
-void check_same_config(MPI_Comm comm, const std::string& canonical_text);
+// Throws (on every rank) as World::check_same_config does. `group` names the rank's part of the job (its
+// heterogeneous-job component) for the message; "" when there are no parts.
+void check_same_config(MPI_Comm comm, const std::string& canonical_text, const std::string& group = "");
 void check_identical(MPI_Comm comm, const float* data, int64_t n, const char* what);
 
 }  // namespace hetrain::dist
