@@ -133,7 +133,8 @@ CXX_PLAIN ?= g++
 SUBSYSTEMS := train dist data nn cpu cuda core
 # src/cuda holds the CUDA backend (*.cu, *.cpp) and, in src/cuda/stubs/, what a CPU-only build gets instead:
 # the same functions, failing loudly ("built without CUDA"), so public headers never change with the build.
-srcs_of = $(if $(filter cuda,$(1)),$(if $(USE_CUDA),$(wildcard src/cuda/*.cu src/cuda/*.cpp kernels/*.cu),$(wildcard src/cuda/stubs/*.cpp)),$(wildcard src/$(1)/*.cpp))
+# src/cuda/common/ is plain C++ that both configurations build (rules about GPUs that need no GPU).
+srcs_of = $(if $(filter cuda,$(1)),$(wildcard src/cuda/common/*.cpp) $(if $(USE_CUDA),$(wildcard src/cuda/*.cu src/cuda/*.cpp kernels/*.cu),$(wildcard src/cuda/stubs/*.cpp)),$(wildcard src/$(1)/*.cpp))
 objs_of = $(patsubst %,$(OBJ)/%.o,$(basename $(call srcs_of,$(1))))
 lib_of = $(OBJ)/lib/libht_$(1).a
 ALL_LIBS := $(foreach s,$(SUBSYSTEMS),$(call lib_of,$(s)))

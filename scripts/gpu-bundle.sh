@@ -5,12 +5,13 @@
 #   scripts/gpu-bundle.sh [DEST]        (default build/gpu-bundle)
 #
 # DEST/bin/test_gpu          the binary (build it first: make CUDA=1 build/bin/test_gpu)
-# DEST/lib/                  every library ldd lists except the C library basics and the CUDA libraries:
-#                            cuDNN, cuBLAS(Lt), NCCL and the CUDA runtime come from LD_LIBRARY_PATH on the GPU
-#                            machine (for instance PyTorch's nvidia/*/lib folders), where the driver matches
+# DEST/lib/                  every library ldd lists except the C library basics, the compiler's C++ runtime
+#                            and the CUDA libraries: cuDNN, cuBLAS(Lt), NCCL and the CUDA runtime come from
+#                            LD_LIBRARY_PATH on the GPU machine (for instance PyTorch's nvidia/*/lib folders),
+#                            where the driver matches; libstdc++.so.6 and libgcc_s.so.1 come from its system
+#                            (see below)
 # DEST/bin/bench_train_step  when built (make build/bin/bench_train_step, same configuration): the
-#                            benchmark; it links MPI, HDF5 and Boost (never initialised by it), which ldd
-#                            brings into lib/ like the rest
+#                            benchmark; whatever else ldd lists for it goes into lib/ like the rest
 # DEST/pytorch_train_step.py the PyTorch side of the benchmark (needs a Python with torch on the GPU machine)
 # DEST/gpu-check.sh          the runner (scripts/gpu-check.sh); it finds lib/ beside itself
 set -euo pipefail
@@ -35,7 +36,11 @@ fi
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/lib"
 # Libraries that every Linux has (and must match its own loader) or that must come from the GPU machine.
-skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libresolv\.so|libutil\.so|libcudnn|libcublas|libnccl|libcudart|libcuda\.so|libnvrtc|libnvJitLink)'
+# libstdc++.so.6 and libgcc_s.so.1 belong to the first group: this build host's copies need its glibc (2.36
+# on Debian 12), newer than Ubuntu 22.04's (2.35) or RHEL 9's (2.34), so bundled they stop the loader there,
+# for cuDNN and NCCL too, which load them as well. The GPU machine's own copies serve everyone; the check at
+# the end says which versions the bundle's files ask of them.
+skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libresolv\.so|libutil\.so|libstdc\+\+\.so|libgcc_s\.so|libcudnn|libcublas|libnccl|libcudart|libcuda\.so|libnvrtc|libnvJitLink)'
 for b in "${bins[@]}"; do
   cp "$b" "$dest/bin/"
   # "libfoo.so.1 => /path/libfoo.so.1 (0x...)": copy the file behind any symlink, under the soname.
@@ -44,6 +49,14 @@ for b in "${bins[@]}"; do
     [ -e "$dest/lib/$soname" ] || cp -L "$path" "$dest/lib/$soname"
   done
 done
+# What the bundle asks of the GPU machine's C library and C++ runtime: the newest symbol versions any of its
+# files needs. RHEL 9 offers glibc 2.34 and GLIBCXX_3.4.29 (GCC 11); Ubuntu 22.04 glibc 2.35 and 3.4.30.
+newest() { objdump -T "$dest"/bin/* "$dest"/lib/* 2>/dev/null | grep -oE "\b$1_[0-9.]+" | sort -uV | tail -1 || true; }
+need_glibc=$(newest GLIBC) need_glibcxx=$(newest GLIBCXX)
+if [ "$(printf '%s\n' "${need_glibc#GLIBC_}" 2.34 | sort -V | tail -1)" != 2.34 ] ||
+   [ "$(printf '%s\n' "${need_glibcxx#GLIBCXX_}" 3.4.29 | sort -V | tail -1)" != 3.4.29 ]; then
+  echo "gpu-bundle: warning: the bundle needs $need_glibc and $need_glibcxx, newer than RHEL 9's (GLIBC_2.34, GLIBCXX_3.4.29)" >&2
+fi
 cp scripts/gpu-check.sh "$dest/gpu-check.sh"
 cp bench/pytorch_train_step.py "$dest/pytorch_train_step.py"
 chmod +x "$dest/gpu-check.sh" "$dest/pytorch_train_step.py"
@@ -51,6 +64,7 @@ chmod +x "$dest/gpu-check.sh" "$dest/pytorch_train_step.py"
   echo "hetrain GPU bundle, built $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname)"
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "needs from LD_LIBRARY_PATH: libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2"
+  echo "needs from the system: glibc with ${need_glibc:-?}, libstdc++.so.6 with ${need_glibcxx:-?}, libgcc_s.so.1"
   echo "programs: $(cd "$dest/bin" && echo *)"
   echo "PyTorch side of the benchmark: pytorch_train_step.py with the first python3 whose torch sees a GPU (HETRAIN_PYTHON to choose)"
   echo "run: ./gpu-check.sh OUTDIR"

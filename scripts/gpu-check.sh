@@ -15,9 +15,13 @@
 # Writes OUTDIR/summary.txt ("N passed, M failed, K skipped", the device, every RESULT line and one line per
 # benchmark configuration: "resnet50 224 b64 tf32=X: hetrain N img/s, PyTorch M img/s, ratio R"),
 # OUTDIR/test_gpu.log, OUTDIR/test_gpu.xml (GoogleTest XML), OUTDIR/results.txt (the figures tests measure,
-# e.g. NcclBench's allreduce bandwidth: they append RESULT lines to $HETRAIN_GPU_RESULTS; then the
+# e.g. NcclBench's allreduce figure: they append RESULT lines to $HETRAIN_GPU_RESULTS; then the
 # benchmark lines) and OUTDIR/bench-step.log (the benchmark programs' own output).
-# Exit status: 0 when no test failed.
+# This check exists for GPU machines: it sets HETRAIN_REQUIRE_GPU=1, so that a process that sees no GPU
+# (no driver, a container without the device, CUDA_VISIBLE_DEVICES="") FAILS every GPU test instead of
+# skipping it, and so does test/e2e/train_gpu.sh. Multi-rank NCCL (NcclBench's bus bandwidth, the 2-rank
+# run of train_gpu.sh) is exercised only where the machine has two GPUs or more.
+# Exit status: 0 when no test failed and a GPU was seen.
 set -uo pipefail
 started=$SECONDS
 budget=${GPU_CHECK_BUDGET_S:-290}
@@ -52,14 +56,40 @@ for cand in ${HETRAIN_PYTHON:-} python3 python /usr/bin/python3; do
   esac
 done
 
-# PyTorch's CUDA libraries, where they exist (pip wheels: site-packages/nvidia/<pkg>/lib, cu13/lib), from
-# the Python chosen above or else the first one found.
+# PyTorch's CUDA libraries, where they exist (pip wheels: <site>/nvidia/<pkg>/lib, cu13/lib, torch/lib), from
+# the Python chosen above or else the first one found. <site> is first the folder that holds torch itself
+# (found without importing it), then every site folder that Python searches: the system ones
+# (site-packages or Debian's dist-packages), the user's (pip install --user) and sysconfig's purelib.
+site_dirs_py='
+import importlib.util, os, site, sysconfig
+dirs = []
+try:
+    spec = importlib.util.find_spec("torch")
+    if spec is not None and spec.origin:
+        dirs.append(os.path.dirname(os.path.dirname(spec.origin)))
+except Exception:
+    pass
+for get in (site.getsitepackages, lambda: [site.getusersitepackages()], lambda: [sysconfig.get_paths()["purelib"]]):
+    try:
+        dirs += list(get())
+    except Exception:  # virtualenvs without site.getsitepackages
+        pass
+seen = set()
+for d in dirs:
+    if d and d not in seen and os.path.isdir(d):
+        seen.add(d)
+        print(d)
+'
 for cand in $torch_py python3 python; do
   command -v "$cand" >/dev/null 2>&1 || continue
-  site=$(py "$cand" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null) || continue
-  for d in "$site"/nvidia/*/lib "$site"/torch/lib; do
-    [ -d "$d" ] && LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
-  done
+  sites=$(py "$cand" -c "$site_dirs_py" 2>/dev/null) || continue
+  while IFS= read -r site; do
+    [ -n "$site" ] || continue
+    for d in "$site"/nvidia/*/lib "$site"/torch/lib; do
+      [ -d "$d" ] || continue
+      case ":${LD_LIBRARY_PATH-}:" in *":$d:"*) ;; *) LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d" ;; esac
+    done
+  done <<<"$sites"
   break
 done
 export LD_LIBRARY_PATH
@@ -87,6 +117,8 @@ fi
 # Tests that measure something (NcclBench) append their RESULT lines here.
 export HETRAIN_GPU_RESULTS=$out/results.txt
 : >"$HETRAIN_GPU_RESULTS"
+# A GPU check that finds no GPU has failed (HETRAIN_REQUIRE_GPU=0 to see it skip instead, off a GPU machine).
+export HETRAIN_REQUIRE_GPU=${HETRAIN_REQUIRE_GPU:-1}
 
 timeout "${GPU_CHECK_TEST_TIMEOUT_S:-240}" "$bin/test_gpu" --gtest_output="xml:$out/test_gpu.xml" >"$out/test_gpu.log" 2>&1
 rc=$?
@@ -96,6 +128,15 @@ s=$(grep -E '^\[  SKIPPED \] [0-9]+' "$out/test_gpu.log" | grep -oE '[0-9]+' | h
 line="test_gpu: ${p:-0} passed, ${f:-0} failed, ${s:-0} skipped (exit $rc)"
 [ "${s:-0}" != 0 ] && line+="; skip reason: $(grep -m1 -A1 ': Skipped$' "$out/test_gpu.log" | tail -1)"
 echo "$line" | tee -a "$summary"
+nogpu=$(grep -m1 -oE 'HETRAIN_REQUIRE_GPU=1 but .*' "$out/test_gpu.log")
+if [ -n "$nogpu" ]; then
+  echo "gpu-check: FAILED: asked to check a GPU, but this process sees none (${nogpu#HETRAIN_REQUIRE_GPU=1 but })" \
+    | tee -a "$summary" >&2
+  rc=1
+elif [ "${p:-0}" = 0 ] && [ "$HETRAIN_REQUIRE_GPU" != 0 ]; then
+  echo "gpu-check: FAILED: no GPU test passed" | tee -a "$summary" >&2
+  rc=1
+fi
 grep -E '^\[  FAILED  \] [A-Za-z]' "$out/test_gpu.log" | sort -u | tee -a "$summary"
 grep -E '^RESULT' "$HETRAIN_GPU_RESULTS" | sed 's/^/  /' | tee -a "$summary"
 

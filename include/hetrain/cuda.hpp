@@ -40,10 +40,30 @@ struct CudaDeviceInfo {
   std::string name;
   size_t total_bytes = 0, free_bytes = 0;
   int cc_major = 0, cc_minor = 0;
+  std::string uuid;  // "GPU-8e3c...", as nvidia-smi -L prints it: the same GPU in every process
 };
 CudaDeviceInfo cuda_device_info(int index);  // makes `index` the current device of this thread
-// Each rank takes GPU local_rank % count; throws when there is no GPU. Returns the device index.
+// Each rank takes GPU local_rank % count; throws when there is no GPU. Returns the device index. Under
+// Slurm's per-task GPU binding each rank sees only its own GPU (count 1) and takes that one; on a node
+// with fewer GPUs than ranks two ranks land on one GPU, which gpu_sharing_error() below refuses.
 int cuda_select_device(int local_rank);
+
+// ---------------------------------------------------------------- one rank per GPU (src/cuda/common/)
+// What a rank reports about its device so that the job can check that no two ranks of a node use the same
+// GPU: NCCL refuses that ("Duplicate GPU detected"), and two ranks sharing a GPU would each size their
+// memory cap from the same free memory. Compared by UUID, not by index: with per-task binding every rank
+// calls its GPU 0. Pure functions, in every build configuration.
+struct GpuClaim {
+  std::string host;    // the node
+  int local_rank = 0;  // rank among the processes on that node
+  int visible = 0;     // GPUs this rank sees (cuda_device_count())
+  std::string gpu;     // the UUID of the GPU it trains on; "" for a CPU rank (never in conflict)
+};
+std::string gpu_claim_text(const GpuClaim& c);            // one line without newlines, for an allgather
+GpuClaim parse_gpu_claim(const std::string& text);         // its inverse; throws on malformed text
+// "" when no GPU is claimed twice. Otherwise one line about the first GPU claimed twice (in the order given):
+// its node, the node's GPU count and GPU ranks, the two local ranks that collide, and what to do.
+std::string gpu_sharing_error(const std::vector<GpuClaim>& ranks);
 
 namespace cuda {
 
@@ -218,7 +238,8 @@ class CudnnConv2d {
 // training saves mean and invstd = 1/sqrt(biased var + eps) [C] and updates the running stats with PyTorch's
 // convention, running = (1-momentum)·running + momentum·batch, running_var from the unbiased variance.
 // Null running_mean/running_var: not updated; null gamma/beta: 1/0. Training needs N·HW > 1; N = 0 does
-// nothing. Backward overwrites din and ACCUMULATES dgamma, dbeta; any of the three may be null.
+// nothing. Backward overwrites din and ACCUMULATES dgamma, dbeta; any of the three may be null. It takes the
+// forward's eps (cuDNN wants the same value in both).
 void batchnorm_forward_train(float* out, float* save_mean, float* save_invstd, float* running_mean, float* running_var,
                              const float* in, const float* gamma, const float* beta, int N, int C, int HW,
                              float momentum, float eps, CudaStream stream);
@@ -227,7 +248,7 @@ void batchnorm_forward_eval(float* out, const float* in, const float* gamma, con
                             CudaStream stream);
 void batchnorm_backward(float* din, float* dgamma, float* dbeta, const float* dout, const float* in,
                         const float* gamma, const float* save_mean, const float* save_invstd, int N, int C, int HW,
-                        CudaStream stream);
+                        float eps, CudaStream stream);
 
 // ---------------------------------------------------------------- pooling (src/cuda/pool_cudnn.cpp, kernels/global_avgpool.cu)
 // Square windows with cpu::Pool2dGeom (floor output size, pad ≤ kernel/2); out [N, C, P, Q]. Backward
@@ -237,8 +258,10 @@ void maxpool2d_forward(float* out, const float* in, const cpu::Pool2dGeom& g, Cu
 void maxpool2d_backward(float* din, const float* dout, const float* out, const float* in, const cpu::Pool2dGeom& g,
                         CudaStream stream);
 // Average pooling counts padding as zeros (PyTorch's count_include_pad=True): every window divides by kernel².
+// Backward takes the forward's in [N, C, H, W] (cuDNN's call wants it, though the gradient does not depend on
+// its values); din must be another buffer.
 void avgpool2d_forward(float* out, const float* in, const cpu::Pool2dGeom& g, CudaStream stream);
-void avgpool2d_backward(float* din, const float* dout, const cpu::Pool2dGeom& g, CudaStream stream);
+void avgpool2d_backward(float* din, const float* dout, const float* in, const cpu::Pool2dGeom& g, CudaStream stream);
 // out [N, C] = mean over HW of in [N, C, HW]; backward: din [N, C, HW] = dout / HW (overwritten).
 void global_avgpool_forward(float* out, const float* in, int N, int C, int HW, CudaStream stream);
 void global_avgpool_backward(float* din, const float* dout, int N, int C, int HW, CudaStream stream);

@@ -98,6 +98,9 @@ class EpochPlan {  // seeded permutation per epoch, identical on every rank with
   // Sample indices [offset, offset+count) of step `step` of epoch `epoch` — the slice of rank r is
   // offset = Σ_{q<r} b_q, count = b_r. Thread-safe.
   std::vector<int64_t> slice(int64_t epoch, int64_t step, int64_t offset, int64_t count) const;
+  // The samples at positions [position, position+count) of epoch `epoch`'s order, any positions within
+  // the epoch (the asynchronous modes hand out samples by a global counter, not by steps). Thread-safe.
+  std::vector<int64_t> span(int64_t epoch, int64_t position, int64_t count) const;
   // The whole permutation of an epoch (tests, tools).
   std::vector<int64_t> permutation(int64_t epoch) const;
 

@@ -7,6 +7,7 @@
 //   dist/emulate.hpp       emulated heterogeneity (sleeps) for tests and benchmarks
 //   dist/agreement.hpp     one rank's failure becomes an error every rank throws
 //   dist/arrival.hpp       the per-step agreement of all ranks, with a stall watchdog
+//   dist/elastic.hpp       async/hybrid modes: the shared center model and sample counter (MPI RMA)
 #pragma once
 
 #include "hetrain/dist/agreement.hpp"
@@ -14,5 +15,6 @@
 #include "hetrain/dist/balance.hpp"
 #include "hetrain/dist/balancer.hpp"
 #include "hetrain/dist/communicator.hpp"
+#include "hetrain/dist/elastic.hpp"
 #include "hetrain/dist/emulate.hpp"
 #include "hetrain/dist/world.hpp"

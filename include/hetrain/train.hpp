@@ -51,6 +51,11 @@ struct TrainConfig {
   bool tf32 = false;                // GPU ranks: TF32 tensor cores in convolutions and dense layers
 
   // distribution and balancing
+  std::string mode = "sync";        // sync | async | hybrid (docs/architecture.md, "Training modes")
+  std::string groups = "node";      // hybrid: node | a group id per rank, "0,0,1,1"
+  float elastic_alpha = 0.2f;       // async/hybrid: delta = alpha (local - center)
+  int elastic_every = 1;            // async/hybrid: tau, local steps between trades with the center
+  int64_t local_batch = 0;          // async/hybrid: samples per local step (0 = global_batch / ranks)
   std::string balance = "dynamic";  // none | static | dynamic
   int rebalance_every = 20;
   std::string max_local_batch;      // "" | one value | comma list, one per rank
@@ -68,6 +73,7 @@ struct TrainConfig {
 
   // reporting
   int log_every = 10;
+  int64_t val_every_samples = 0;    // > 0: validate also every this many samples (time-to-accuracy curves)
   std::string metrics_path;         // JSON lines, one per step
   bool debug_consistency = false;   // checksum parameters on all ranks after every step
   std::string dump_params;          // write final parameters (raw float32, flat order); %r = rank
@@ -94,8 +100,10 @@ struct TrainResult {
 // Parses "5,0,17,10" into integers; `option` names the flag in errors.
 std::vector<int64_t> parse_int_list(const std::string& text, const char* option);
 
-// Runs training on MPI_COMM_WORLD (MPI must be initialised). Throws hetrain::Error on bad input.
+// Runs training on MPI_COMM_WORLD (MPI must be initialised) in config.mode. Throws hetrain::Error on bad input.
 TrainResult run_training(const TrainConfig& config);
+// The asynchronous and hybrid modes (train/elastic_trainer.cpp); run_training calls it for them.
+TrainResult run_elastic_training(const TrainConfig& config);
 
 // `hetrain eval`: a checkpoint's model on a dataset, every rank a contiguous share.
 struct EvalConfig {

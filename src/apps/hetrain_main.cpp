@@ -50,7 +50,7 @@ const char* kUsage =
     "  hetrain eval [options]           evaluate a checkpoint on a dataset (loss, top-1, top-5)\n"
     "  hetrain report METRICS.jsonl... -o report.png|.html   plots of a run's --metrics (or several runs')\n"
     "  hetrain models                   list the model zoo with parameter counts\n"
-    "  hetrain devices                  list the GPUs this process sees (or why it sees none)\n"
+    "  hetrain devices                  list the GPUs this process sees (or why it sees none: exit 3)\n"
     "  hetrain --help | train --help    this text / every training option (eval --help: evaluation)\n"
     "  hetrain --version                version, git commit and the configuration built\n"
     "\n"
@@ -70,7 +70,10 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
   po::options_description data("Data");
   data.add_options()
       ("data", po::value(&c.data_path), "training dataset: an HDF5 file or shard index made by hetrain-pack")
-      ("val", po::value(&c.val_path), "validation dataset, evaluated after every epoch")
+      ("val", po::value(&c.val_path), "validation dataset, evaluated after every epoch (async/hybrid: the center)")
+      ("val-every-samples", po::value(&c.val_every_samples)->default_value(0),
+       "with --val or --synthetic-val: validate also every N training samples, a line 'validation at sample ... "
+       "after T s of training' each (T leaves validation out)")
       ("synthetic", po::value(&c.synthetic), "train on N in-memory synthetic samples instead of --data")
       ("synthetic-val", po::value(&c.synthetic_val), "held-out synthetic samples for validation")
       ("synthetic-shape", po::value(&shape)->default_value("3,32,32"), "C,H,W of synthetic images")
@@ -106,6 +109,17 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
       ("tf32", po::bool_switch(&c.tf32), "GPU: allow TF32 tensor cores in convolutions and dense layers (FP32 otherwise)");
   po::options_description dist("Distribution and load balancing");
   dist.add_options()
+      ("mode", po::value(&c.mode)->default_value("sync"),
+       "sync = every step a weighted allreduce of all ranks | async = each rank trains alone and trades with a "
+       "shared center model (elastic averaging) | hybrid = sync inside each --groups group, async between groups")
+      ("groups", po::value(&c.groups)->default_value("node"),
+       "hybrid: node = the ranks of one node | LIST = a group id per rank, e.g. 0,0,1,1")
+      ("elastic-alpha", po::value(&c.elastic_alpha)->default_value(0.2f),
+       "async/hybrid: the elastic pull alpha in (0, 1]: delta = alpha (local - center)")
+      ("elastic-every", po::value(&c.elastic_every)->default_value(1),
+       "async/hybrid: trade with the center every tau local steps")
+      ("local-batch", po::value(&c.local_batch)->default_value(0),
+       "async/hybrid: samples per local step on each rank (0 = --global-batch / ranks)")
       ("balance", po::value(&c.balance)->default_value("dynamic"),
        "none = uniform split (the DDP baseline) | static = calibrate once | dynamic = keep re-fitting")
       ("rebalance-every", po::value(&c.rebalance_every)->default_value(20), "dynamic: re-fit every K steps")
@@ -166,12 +180,15 @@ int cmd_models() {
   return 0;
 }
 
-// Exit status 0 when at least one GPU answers, 1 otherwise (scripts use it to decide GPU tests).
+// Exit status 0 when at least one GPU answers; 3 when the query ran and found none (the reason is printed);
+// 1 on an error. Scripts skip GPU tests on 3 only: anything else (a crash, a missing binary) is a failure
+// that must not pass for "no GPU here" (test/e2e/train_gpu.sh).
+constexpr int kNoGpuStatus = 3;
 int cmd_devices() {
   const int n = hetrain::cuda_device_count();
   if (n == 0) {
     std::printf("%s\n", hetrain::cuda_status().c_str());
-    return 1;
+    return kNoGpuStatus;
   }
   for (int i = 0; i < n; ++i) {
     const hetrain::CudaDeviceInfo d = hetrain::cuda_device_info(i);

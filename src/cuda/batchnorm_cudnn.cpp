@@ -39,8 +39,7 @@ void batchnorm_forward_train(float* out, float* save_mean, float* save_invstd, f
   if (!gamma) gamma = detail::device_ones(size_t(C));
   if (!beta) beta = detail::device_zeros(size_t(C));
   detail::TensorDesc x(N, C, 1, HW), stats(1, C, 1, 1);
-  cudnnHandle_t h = detail::cudnn_handle();
-  HT_CUDNN_CHECK(cudnnSetStream(h, stream));
+  cudnnHandle_t h = detail::cudnn_on(stream);
   const float one = 1.0f, zero = 0.0f;
   HT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(h, kMode, &one, &zero, x, in, x, out, stats, gamma, beta,
                                                         double(momentum), running_mean, running_var, double(eps),
@@ -57,8 +56,7 @@ void batchnorm_forward_eval(float* out, const float* in, const float* gamma, con
   if (!gamma) gamma = detail::device_ones(size_t(C));
   if (!beta) beta = detail::device_zeros(size_t(C));
   detail::TensorDesc x(N, C, 1, HW), stats(1, C, 1, 1);
-  cudnnHandle_t h = detail::cudnn_handle();
-  HT_CUDNN_CHECK(cudnnSetStream(h, stream));
+  cudnnHandle_t h = detail::cudnn_on(stream);
   const float one = 1.0f, zero = 0.0f;
   HT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(h, kMode, &one, &zero, x, in, x, out, stats, gamma, beta,
                                                          running_mean, running_var, double(eps)));
@@ -66,9 +64,10 @@ void batchnorm_forward_eval(float* out, const float* in, const float* gamma, con
 
 void batchnorm_backward(float* din, float* dgamma, float* dbeta, const float* dout, const float* in,
                         const float* gamma, const float* save_mean, const float* save_invstd, int N, int C, int HW,
-                        CudaStream stream) {
+                        float eps, CudaStream stream) {
   check_sizes(N, C, HW, "cuda::batchnorm_backward");
   if (N == 0) return;  // parameter gradients left as they are
+  HT_CHECK(eps > 0, "cuda::batchnorm_backward: eps must be positive, got ", eps);
   HT_CHECK(dout && in && save_mean && save_invstd, "cuda::batchnorm_backward: null pointer");
   if (!din && !dgamma && !dbeta) return;
   const size_t n = size_t(N) * C * HW;
@@ -80,12 +79,12 @@ void batchnorm_backward(float* din, float* dgamma, float* dbeta, const float* do
   if (!dbeta) dbeta = discard + C;
   if (!gamma) gamma = detail::device_ones(size_t(C));
   detail::TensorDesc x(N, C, 1, HW), stats(1, C, 1, 1);
-  cudnnHandle_t h = detail::cudnn_handle();
-  HT_CUDNN_CHECK(cudnnSetStream(h, stream));
+  cudnnHandle_t h = detail::cudnn_on(stream);
   const float one = 1.0f, zero = 0.0f;
-  // epsilon is not used when the saved mean and invstd are given; cuDNN still wants a valid value.
+  // The layer's own epsilon, the one its forward used: cuDNN documents that backward takes the forward's
+  // value, even where it reads the saved invstd instead of recomputing it.
   HT_CUDNN_CHECK(cudnnBatchNormalizationBackward(h, kMode, &one, &zero, &one, &one, x, in, x, dout, x, din, stats,
-                                                 gamma, dgamma, dbeta, 1e-5, save_mean, save_invstd));
+                                                 gamma, dgamma, dbeta, double(eps), save_mean, save_invstd));
 }
 
 }  // namespace hetrain::cuda

@@ -155,7 +155,10 @@ CudnnConv2d::CudnnConv2d(const cpu::Conv2dGeom& g, const CudnnConvOptions& optio
     if (it != g_cache.end()) {
       m.algos = it->second;
     } else {
-      m.algos = m.choose(detail::cudnn_handle());
+      // The search runs (and times) real convolutions on the handle's stream, so it gets one explicitly:
+      // the legacy default stream, which always exists. Left alone, the handle would keep the stream of
+      // its last call, which its owner may have destroyed since.
+      m.algos = m.choose(detail::cudnn_on(nullptr));
       g_cache[key] = m.algos;
     }
   }
@@ -171,8 +174,7 @@ CudnnConv2d::~CudnnConv2d() = default;
 void CudnnConv2d::forward(float* out, const float* in, const float* weight, const float* bias, CudaStream stream) {
   Impl& m = *impl_;
   HT_CHECK(out && in && weight, "CudnnConv2d::forward: null pointer");
-  cudnnHandle_t h = detail::cudnn_handle();
-  HT_CUDNN_CHECK(cudnnSetStream(h, stream));
+  cudnnHandle_t h = detail::cudnn_on(stream);
   const float one = 1.0f, zero = 0.0f;
   char* ws = shared_workspace(m.algos.workspace);
   HT_CUDNN_CHECK(cudnnConvolutionForward(h, &one, m.x, in, m.w, weight, m.conv_fwd, m.algos.fwd, ws,
@@ -184,8 +186,7 @@ void CudnnConv2d::backward(float* din, float* dweight, float* dbias, const float
                            const float* weight, CudaStream stream) {
   Impl& m = *impl_;
   HT_CHECK(dout && in && weight && dweight, "CudnnConv2d::backward: null pointer");
-  cudnnHandle_t h = detail::cudnn_handle();
-  HT_CUDNN_CHECK(cudnnSetStream(h, stream));
+  cudnnHandle_t h = detail::cudnn_on(stream);
   const float one = 1.0f, zero = 0.0f;
   char* ws = shared_workspace(m.algos.workspace);
   if (din)

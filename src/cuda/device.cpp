@@ -12,12 +12,25 @@ int query_count(std::string* why) {
   int count = 0;  // left untouched on failure
   cudaError_t rc = cudaGetDeviceCount(&count);
   if (rc != cudaSuccess) {
-    cudaGetLastError();  // clear it, so later checks do not report this one
+    cuda::detail::take_last_cuda_error();  // clear it, so later checks do not report this one
     if (why) *why = std::string(cudaGetErrorName(rc)) + " (" + std::to_string(int(rc)) + "): " + cudaGetErrorString(rc);
     return 0;
   }
   if (why && count == 0) *why = "the driver reports 0 devices";
   return count;
+}
+
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", the 16 bytes as nvidia-smi -L groups them.
+std::string format_uuid(const cudaUUID_t& u) {
+  static const char* hex = "0123456789abcdef";
+  std::string s = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+    const unsigned char b = static_cast<unsigned char>(u.bytes[i]);
+    s += hex[b >> 4];
+    s += hex[b & 15];
+  }
+  return s;
 }
 }  // namespace
 
@@ -47,6 +60,7 @@ CudaDeviceInfo cuda_device_info(int index) {
   info.free_bytes = free_b;
   info.cc_major = prop.major;
   info.cc_minor = prop.minor;
+  info.uuid = format_uuid(prop.uuid);
   return info;
 }
 

@@ -15,7 +15,6 @@ int current_device() {
   HT_CUDA_CHECK(cudaGetDevice(&dev));
   return dev;
 }
-}  // namespace
 
 cudnnHandle_t cudnn_handle() {
   thread_local std::map<int, cudnnHandle_t> handles;
@@ -36,6 +35,20 @@ cublasHandle_t cublas_handle() {
   cublasHandle_t h = nullptr;
   HT_CUBLAS_CHECK(cublasCreate(&h));
   handles[dev] = h;
+  return h;
+}
+}  // namespace
+
+cudnnHandle_t cudnn_on(cudaStream_t stream) {
+  cudnnHandle_t h = cudnn_handle();
+  HT_CUDNN_CHECK(cudnnSetStream(h, stream));
+  return h;
+}
+
+cublasHandle_t cublas_on(cudaStream_t stream) {
+  cublasHandle_t h = cublas_handle();
+  HT_CUBLAS_CHECK(cublasSetStream(h, stream));
+  HT_CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
   return h;
 }
 

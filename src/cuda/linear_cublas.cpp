@@ -25,12 +25,6 @@ void gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, i
                                CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT));
 }
 
-cublasHandle_t handle_on(CudaStream stream) {
-  cublasHandle_t h = detail::cublas_handle();
-  HT_CUBLAS_CHECK(cublasSetStream(h, stream));
-  HT_CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));  // alpha, beta live on the host
-  return h;
-}
 }  // namespace
 
 void linear_forward(float* out, const float* in, const float* weight, const float* bias, int N, int I, int O,
@@ -43,7 +37,7 @@ void linear_forward(float* out, const float* in, const float* weight, const floa
     detail::bias_broadcast(out, bias, N, O, stream);  // same stream: ordered before the GEMM
     beta = 1.0f;
   }
-  gemm(handle_on(stream), CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, weight, I, in, I, beta, out, O, allow_tf32);
+  gemm(detail::cublas_on(stream), CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, weight, I, in, I, beta, out, O, allow_tf32);
 }
 
 void linear_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in, const float* weight,
@@ -51,7 +45,7 @@ void linear_backward(float* din, float* dweight, float* dbias, const float* dout
   check_sizes(N, I, O, "cuda::linear_backward");
   if (N == 0) return;  // parameter gradients left as they are
   HT_CHECK(dout && in && weight, "cuda::linear_backward: null pointer");
-  cublasHandle_t h = handle_on(stream);
+  cublasHandle_t h = detail::cublas_on(stream);
   if (din) gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, I, N, O, weight, I, dout, O, 0.0f, din, I, allow_tf32);
   if (dweight) gemm(h, CUBLAS_OP_N, CUBLAS_OP_T, I, O, N, in, I, dout, O, 1.0f, dweight, I, allow_tf32);
   if (dbias) detail::bias_grad_accumulate(dbias, dout, N, O, stream);

@@ -9,7 +9,7 @@ void* device_alloc(size_t bytes) {
   if (bytes == 0) return nullptr;
   cudaError_t rc = cudaMalloc(&p, bytes);
   if (rc != cudaSuccess) {
-    cudaGetLastError();
+    detail::take_last_cuda_error();  // this call's failure, reported here and not at the next launch
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
     HT_THROW("cudaMalloc of ", bytes, " bytes failed: ", cudaGetErrorString(rc), " (", free_b >> 20, " MiB free of ",
@@ -18,8 +18,10 @@ void* device_alloc(size_t bytes) {
   return p;
 }
 
+// The releases below cannot throw; a failure they leave in the runtime's last-error slot is taken out
+// there, or the next kernel launch would be blamed for it (check.cuh).
 void device_free(void* p) noexcept {
-  if (p) cudaFree(p);
+  if (p && cudaFree(p) != cudaSuccess) detail::take_last_cuda_error();
 }
 
 void* host_pinned_alloc(size_t bytes) {
@@ -30,7 +32,7 @@ void* host_pinned_alloc(size_t bytes) {
 }
 
 void host_pinned_free(void* p) noexcept {
-  if (p) cudaFreeHost(p);
+  if (p && cudaFreeHost(p) != cudaSuccess) detail::take_last_cuda_error();
 }
 
 void copy_to_device(void* dst, const void* src, size_t bytes, CudaStream stream) {
@@ -52,7 +54,7 @@ CudaStream stream_create() {
   return s;
 }
 void stream_destroy(CudaStream s) noexcept {
-  if (s) cudaStreamDestroy(s);
+  if (s && cudaStreamDestroy(s) != cudaSuccess) detail::take_last_cuda_error();
 }
 void stream_synchronize(CudaStream s) { HT_CUDA_CHECK(cudaStreamSynchronize(s)); }
 void device_synchronize() { HT_CUDA_CHECK(cudaDeviceSynchronize()); }
@@ -63,7 +65,7 @@ CudaEvent event_create() {
   return e;
 }
 void event_destroy(CudaEvent e) noexcept {
-  if (e) cudaEventDestroy(e);
+  if (e && cudaEventDestroy(e) != cudaSuccess) detail::take_last_cuda_error();
 }
 void event_record(CudaEvent e, CudaStream stream) { HT_CUDA_CHECK(cudaEventRecord(e, stream)); }
 void stream_wait_event(CudaStream wait, CudaEvent e) { HT_CUDA_CHECK(cudaStreamWaitEvent(wait, e, 0)); }

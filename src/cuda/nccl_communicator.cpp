@@ -90,6 +90,9 @@ NcclCommunicator::~NcclCommunicator() {
   if (m.ready) cudaEventDestroy(m.ready);
   if (m.done) cudaEventDestroy(m.done);
   if (m.stream) cudaStreamDestroy(m.stream);
+  // Whatever the unchecked calls above (NCCL's included) left in the runtime's last-error slot belongs to
+  // this teardown, not to the next kernel launch (check.cuh).
+  detail::take_last_cuda_error();
 }
 
 int NcclCommunicator::rank() const { return impl_->rank; }

@@ -46,8 +46,7 @@ void pool_forward(cudnnPoolingMode_t mode, float* out, const float* in, const cp
   HT_CHECK(out && in, who, ": null pointer");
   PoolDesc pool(mode, g);
   detail::TensorDesc x(g.N, g.C, g.H, g.W), y(g.N, g.C, g.P(), g.Q());
-  cudnnHandle_t h = detail::cudnn_handle();
-  HT_CUDNN_CHECK(cudnnSetStream(h, stream));
+  cudnnHandle_t h = detail::cudnn_on(stream);
   const float one = 1.0f, zero = 0.0f;
   HT_CUDNN_CHECK(cudnnPoolingForward(h, pool, &one, x, in, &zero, y, out));
 }
@@ -59,8 +58,7 @@ void pool_backward(cudnnPoolingMode_t mode, float* din, const float* dout, const
   HT_CHECK(din && dout && out && in, who, ": null pointer");
   PoolDesc pool(mode, g);
   detail::TensorDesc x(g.N, g.C, g.H, g.W), y(g.N, g.C, g.P(), g.Q());
-  cudnnHandle_t h = detail::cudnn_handle();
-  HT_CUDNN_CHECK(cudnnSetStream(h, stream));
+  cudnnHandle_t h = detail::cudnn_on(stream);
   const float one = 1.0f, zero = 0.0f;
   HT_CUDNN_CHECK(cudnnPoolingBackward(h, pool, &one, y, out, y, dout, x, in, &zero, x, din));
 }
@@ -79,11 +77,13 @@ void avgpool2d_forward(float* out, const float* in, const cpu::Pool2dGeom& g, Cu
   pool_forward(CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, out, in, g, stream, "cuda::avgpool2d_forward");
 }
 
-// Average pooling's gradient does not depend on the forward's values, but cuDNN's call takes them: dout
-// stands in for y and din for x (same shapes; the result cannot depend on them, and CudaPool's parity test
-// on a GPU checks that cuDNN does not read them in a way that matters).
-void avgpool2d_backward(float* din, const float* dout, const cpu::Pool2dGeom& g, CudaStream stream) {
-  pool_backward(CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, din, dout, dout, din, g, stream,
+// Average pooling's gradient does not depend on the forward's values, but cuDNN's call takes them. x is
+// the forward's real input: cuDNN does not document that x may overlap dx, which it writes (passing din
+// for both, as this once did, relied on undocumented behaviour). dout stands in for y: same shape, and
+// like y only read.
+void avgpool2d_backward(float* din, const float* dout, const float* in, const cpu::Pool2dGeom& g, CudaStream stream) {
+  HT_CHECK(in != din, "cuda::avgpool2d_backward: din must not be the forward's input");
+  pool_backward(CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, din, dout, dout, in, g, stream,
                 "cuda::avgpool2d_backward");
 }
 

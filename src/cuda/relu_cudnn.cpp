@@ -38,8 +38,7 @@ void relu_forward(float* out, const float* in, int64_t n, CudaStream stream) {
   if (n == 0) return;
   HT_CHECK(out && in, "cuda::relu_forward: null pointer");
   ReluDesc relu;
-  cudnnHandle_t h = detail::cudnn_handle();
-  HT_CUDNN_CHECK(cudnnSetStream(h, stream));
+  cudnnHandle_t h = detail::cudnn_on(stream);
   const float one = 1.0f, zero = 0.0f;
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t m = std::min(kChunk, n - i);
@@ -53,8 +52,7 @@ void relu_backward(float* din, const float* dout, const float* out, int64_t n, C
   if (n == 0) return;
   HT_CHECK(din && dout && out, "cuda::relu_backward: null pointer");
   ReluDesc relu;
-  cudnnHandle_t h = detail::cudnn_handle();
-  HT_CUDNN_CHECK(cudnnSetStream(h, stream));
+  cudnnHandle_t h = detail::cudnn_on(stream);
   const float one = 1.0f, zero = 0.0f;
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t m = std::min(kChunk, n - i);

@@ -38,7 +38,7 @@ float* grow(Buffer& b, size_t n, bool fill, float value) {
   }
   if (b.p) {
     HT_CUDA_CHECK(cudaDeviceSynchronize());
-    cudaFree(b.p);
+    if (cudaFree(b.p) != cudaSuccess) take_last_cuda_error();  // not to be blamed on the next launch
   }
   b.p = p, b.n = want;
   return p;

@@ -39,10 +39,15 @@ std::vector<int64_t> EpochPlan::slice(int64_t epoch, int64_t step, int64_t offse
   int64_t b = batch_size(step);
   HT_CHECK(offset >= 0 && count >= 0 && offset + count <= b, "epoch plan: slice [", offset, ", ", offset + count,
            ") outside the ", b, " samples of step ", step);
-  int64_t start = step * batch_ + offset;
+  return span(epoch, step * batch_ + offset, count);
+}
+
+std::vector<int64_t> EpochPlan::span(int64_t epoch, int64_t position, int64_t count) const {
+  HT_CHECK(position >= 0 && count >= 0 && position + count <= n_, "epoch plan: positions [", position, ", ",
+           position + count, ") outside the ", n_, " samples of an epoch");
   if (!shuffle_) {
     std::vector<int64_t> out(count);
-    for (int64_t i = 0; i < count; ++i) out[i] = start + i;
+    for (int64_t i = 0; i < count; ++i) out[i] = position + i;
     return out;
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -50,7 +55,7 @@ std::vector<int64_t> EpochPlan::slice(int64_t epoch, int64_t step, int64_t offse
     cached_perm_ = permutation(epoch);
     cached_epoch_ = epoch;
   }
-  return std::vector<int64_t>(cached_perm_.begin() + start, cached_perm_.begin() + start + count);
+  return std::vector<int64_t>(cached_perm_.begin() + position, cached_perm_.begin() + position + count);
 }
 
 }  // namespace hetrain::data

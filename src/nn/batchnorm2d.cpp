@@ -55,7 +55,8 @@ Tensor BatchNorm2d::backward(const Tensor& dy) {
   Tensor dx = buffer(dx_, x_.shape(), x_.device());
   if (x_.device() == Device::CUDA)
     cuda::batchnorm_backward(dx.data(), pb_->grad(gamma_).data(), pb_->grad(beta_).data(), dy.data(), x_.data(),
-                             pb_->param(gamma_).data(), save_mean_.data(), save_invstd_.data(), N, C_, HW, nullptr);
+                             pb_->param(gamma_).data(), save_mean_.data(), save_invstd_.data(), N, C_, HW, eps_,
+                             nullptr);
   else
     cpu::batchnorm_backward(dx.data(), pb_->grad(gamma_).data(), pb_->grad(beta_).data(), dy.data(), x_.data(),
                             pb_->param(gamma_).data(), save_mean_.data(), save_invstd_.data(), N, C_, HW);

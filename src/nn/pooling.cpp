@@ -55,10 +55,12 @@ Tensor AvgPool2d::forward(const Tensor& x, bool) {
   in_shape_ = x.shape();
   Tensor y = buffer(y_, {g.N, g.C, g.P(), g.Q()}, x.device());
   y_shape_ = y.shape();
-  if (x.device() == Device::CUDA)
+  if (x.device() == Device::CUDA) {
     cuda::avgpool2d_forward(y.data(), x.data(), g, nullptr);
-  else
+    if (need_dx_) x_ = x;
+  } else {
     cpu::avgpool2d_forward(y.data(), x.data(), g);
+  }
   return y;
 }
 
@@ -68,10 +70,13 @@ Tensor AvgPool2d::backward(const Tensor& dy) {
   if (!need_dx_) return Tensor();
   const cpu::Pool2dGeom g = pool_geom(in_shape_, kernel_, stride_, pad_);
   Tensor dx = buffer(dx_, in_shape_, dy.device());
-  if (dy.device() == Device::CUDA)
-    cuda::avgpool2d_backward(dx.data(), dy.data(), g, nullptr);
-  else
+  if (dy.device() == Device::CUDA) {
+    HT_CHECK(x_.defined(), "avgpool: backward without a forward (each forward allows one backward)");
+    cuda::avgpool2d_backward(dx.data(), dy.data(), x_.data(), g, nullptr);
+    x_ = Tensor();
+  } else {
     cpu::avgpool2d_backward(dx.data(), dy.data(), g);
+  }
   return dx;
 }
 

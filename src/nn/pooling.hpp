@@ -35,6 +35,7 @@ class AvgPool2d : public Layer {
   int kernel_, stride_, pad_;
   Shape in_shape_;
   Shape y_shape_;
+  Tensor x_;       // GPU: cuDNN's backward takes the forward's input (its values do not matter)
   Tensor y_, dx_;  // own buffers when there is no pool
 };
 

@@ -15,12 +15,14 @@ std::string TrainConfig::canonical() const {
   os << "data=" << data_path << "\nval=" << val_path << "\nsynthetic=" << synthetic
      << "\nsynthetic_val=" << synthetic_val << "\nsynthetic_shape=" << list(synthetic_shape)
      << "\nsynthetic_classes=" << synthetic_classes << "\naugment=" << augment << "\nprefetch=" << prefetch_depth << "\ncache=" << node_cache
-     << "\nlast_batch=" << last_batch << "\nmodel=" << model << "\nglobal_batch=" << global_batch
+     << "\nval_every_samples=" << val_every_samples << "\nlast_batch=" << last_batch << "\nmodel=" << model << "\nglobal_batch=" << global_batch
      << "\nepochs=" << epochs << "\nmax_steps=" << max_steps << "\nstop_at_step=" << stop_at_step << "\nlr=" << lr << "\nlinear_scaling=" << linear_scaling
      << "\nwarmup_epochs=" << warmup_epochs << "\nschedule=" << schedule << "\nmilestones=" << list(milestones)
      << "\ngamma=" << gamma << "\nmomentum=" << momentum << "\nnesterov=" << nesterov
      << "\nweight_decay=" << weight_decay << "\ndecay_bn_and_bias=" << decay_bn_and_bias
      << "\nlabel_smoothing=" << label_smoothing << "\ntf32=" << tf32 << "\nseed=" << seed << "\nbalance=" << balance
+     << "\nmode=" << mode << "\ngroups=" << groups << "\nelastic_alpha=" << elastic_alpha
+     << "\nelastic_every=" << elastic_every << "\nlocal_batch=" << local_batch
      << "\nrebalance_every=" << rebalance_every << "\nmax_local_batch=" << max_local_batch
      << "\nemulate_speed=" << emulate_speed << "\nemulate_schedule=" << emulate_schedule
      << "\nsplit=" << fixed_split << "\ndebug_consistency=" << debug_consistency

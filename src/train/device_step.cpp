@@ -14,6 +14,7 @@ DeviceInput::DeviceInput(const data::DatasetInfo& info) : info_(info) {
            " channels, the data has ", info.channels);
   copy_stream_ = cuda::stream_create();
   copied_ = cuda::event_create();
+  for (Slot& slot : slots_) slot.released = cuda::event_create();
 }
 
 DeviceInput::~DeviceInput() {
@@ -26,6 +27,7 @@ DeviceInput::~DeviceInput() {
   cuda::event_destroy(copied_);
   cuda::stream_destroy(copy_stream_);
   for (Slot& slot : slots_) {
+    cuda::event_destroy(slot.released);
     cuda::host_pinned_free(slot.pinned_images);
     cuda::host_pinned_free(slot.pinned_ints);
   }
@@ -55,16 +57,27 @@ DeviceInput::Uploaded DeviceInput::upload(const data::Batch& batch) {
            batch.raw.size(), " bytes, expected ", size_t(n) * sample);
   HT_CHECK(batch.crop_flip.size() == size_t(n) * 3, "internal: a raw batch of ", n, " samples has ",
            batch.crop_flip.size() / 3, " crop/flip entries");
+  // The other slot was filled by the previous upload; by this contract (device_step.hpp) every use of it on
+  // the compute stream is enqueued by now. Mark that point, so that the copy into it one upload from now
+  // waits for exactly that work and not for the step enqueued after it.
+  Slot& previous = slots_[next_slot_ ^ 1];
+  if (previous.capacity > 0) {
+    cuda::event_record(previous.released, nullptr);
+    previous.release_recorded = true;
+  }
   Slot& slot = slots_[next_slot_];
   next_slot_ ^= 1;
   reserve(slot, std::max<int64_t>(n, 1));
-  // This slot was last used two uploads ago: its copy has long finished (the normalisation that waited
-  // for it ran before that step's loss was read back), and so has the step that read its floats. The
-  // synchronisation only makes that certain before the pinned memory is overwritten.
+  // The host side: the copy stream's earlier copies out of the pinned memory must have finished before it
+  // is overwritten (the previous copy, from the other slot, is usually still running: one short wait).
   cuda::stream_synchronize(copy_stream_);
   std::memcpy(slot.pinned_images, batch.raw.data(), batch.raw.size());
   std::memcpy(slot.pinned_ints, batch.labels.data(), size_t(n) * sizeof(int32_t));
   std::memcpy(slot.pinned_ints + n, batch.crop_flip.data(), size_t(n) * 3 * sizeof(int32_t));
+  // The device side: the compute stream may still be reading this slot's images, crop/flip (the previous
+  // normalisation) and labels (the loss of the step that used them). Nothing orders the copy stream after
+  // that work but this wait; a loss read-back in between used to make it safe by accident.
+  if (slot.release_recorded) cuda::stream_wait_event(copy_stream_, slot.released);
   cuda::copy_to_device(slot.images.data(), slot.pinned_images, batch.raw.size(), copy_stream_);
   cuda::copy_to_device(slot.labels.data(), slot.pinned_ints, size_t(n) * sizeof(int32_t), copy_stream_);
   cuda::copy_to_device(slot.crop_flip.data(), slot.pinned_ints + n, size_t(n) * 3 * sizeof(int32_t), copy_stream_);

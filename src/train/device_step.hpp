@@ -29,7 +29,10 @@ class DeviceInput {
   DeviceInput& operator=(const DeviceInput&) = delete;
   // Copies the raw batch into the next slot's pinned memory and from there to the device on the copy
   // stream (asynchronous); the normalisation kernel, enqueued on the compute stream, waits for the copy.
-  // The result stays valid until the upload after next (the other slot is then in use).
+  // The result stays valid until the upload after next (the other slot is then in use), with one limit:
+  // the labels only for compute-stream work enqueued before the NEXT upload() call. That call marks the end
+  // of this slot's use on the compute stream (an event), and the copy into this slot one upload later waits
+  // for that mark, not for the step running in between, so the copy still overlaps it.
   Uploaded upload(const data::Batch& batch);
 
  private:
@@ -40,6 +43,8 @@ class DeviceInput {
     cuda::DeviceBuffer<uint8_t> images;
     cuda::DeviceBuffer<int32_t> labels, crop_flip;
     Tensor floats;
+    CudaEvent released = nullptr;  // recorded on the compute stream after its last use of this slot
+    bool release_recorded = false;
   };
   void reserve(Slot& slot, int64_t n);
   data::DatasetInfo info_;

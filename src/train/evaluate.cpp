@@ -1,6 +1,7 @@
 #include "train/evaluate.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "hetrain/error.hpp"
 #include "hetrain/ops.hpp"
@@ -53,6 +54,14 @@ EvalTotals evaluate(nn::Model& model, BatchSource& source, DeviceInput* input, M
   double v[4] = {t.loss_sum, t.top1, t.top5, t.count};
   HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_DOUBLE, MPI_SUM, comm));
   return {v[0], v[1], v[2], v[3]};
+}
+
+void print_validation(int64_t samples_done, int64_t samples_per_epoch, double train_seconds, const EvalTotals& e) {
+  std::printf("validation at sample %lld (epoch %.2f) after %.2f s of training: loss %.4f, accuracy %.2f%% (%lld samples)\n",
+              (long long)samples_done, double(samples_done) / double(std::max<int64_t>(1, samples_per_epoch)),
+              train_seconds, e.loss_sum / std::max(1.0, e.count), 100.0 * e.top1 / std::max(1.0, e.count),
+              (long long)e.count);
+  std::fflush(stdout);
 }
 
 }  // namespace hetrain::train

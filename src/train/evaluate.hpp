@@ -28,6 +28,11 @@ using FirstBatchHook = std::function<void(const Tensor& inputs, const std::vecto
 EvalTotals evaluate(nn::Model& model, BatchSource& source, DeviceInput* input, MPI_Comm comm, int64_t chunk,
                     const FirstBatchHook& first_batch = nullptr);
 
+// Rank 0's line for a validation during training, the same in every mode (bench/modes.sh reads it):
+// "validation at sample S (epoch E) after T s of training: loss L, accuracy A% (N samples)". T leaves out
+// the time spent validating.
+void print_validation(int64_t samples_done, int64_t samples_per_epoch, double train_seconds, const EvalTotals& e);
+
 // Samples whose label is among the k largest logits (ties count against the label). logits [N, K].
 int64_t topk_correct(const float* logits, const int32_t* labels, int64_t N, int K, int k);
 

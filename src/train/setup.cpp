@@ -33,6 +33,20 @@ std::vector<int64_t> parse_int_list(const std::string& text, const char* option)
   return out;
 }
 
+std::vector<int> parse_groups(const std::string& text, int ranks) {
+  if (text == "node") return {};
+  HT_CHECK(text.find_first_not_of("0123456789,") == std::string::npos,
+           "--groups must be node or a group id per rank (e.g. 0,0,1,1), got '", text, "'");
+  const std::vector<int64_t> ids = parse_int_list(text, "--groups");
+  HT_CHECK(int(ids.size()) == ranks, "--groups lists ", ids.size(), " group ids for ", ranks, " ranks");
+  std::vector<int> out;
+  for (int64_t id : ids) {
+    HT_CHECK(id < ranks, "--groups: group id ", id, " is not below the number of ranks (", ranks, ")");
+    out.push_back(int(id));
+  }
+  return out;
+}
+
 namespace {
 std::string gib(size_t bytes) {
   char buf[32];
@@ -78,6 +92,26 @@ void resolve_device(const std::string& requested, int threads, bool quiet, const
 }
 
 namespace {
+// Collective, after resolve_device on every rank: refuses a node where two ranks train on one GPU, with the
+// same line on every rank (gpu_sharing_error in hetrain/cuda.hpp). GPUs are compared by UUID, so Slurm's
+// per-task binding, where every rank's own GPU is its "cuda:0", passes.
+void refuse_shared_gpus(const dist::World& world, const Setup& s) {
+  GpuClaim mine;
+  mine.host = world.host();
+  mine.local_rank = world.local_rank();
+  if (s.device_kind == Device::CUDA) {
+    mine.visible = cuda_device_count();
+    try {  // read moments ago by resolve_device; a failure now shows at this rank's next GPU call
+      mine.gpu = cuda_device_info(s.gpu_index).uuid;
+    } catch (const Error&) {
+    }
+  }
+  std::vector<GpuClaim> all;
+  for (const std::string& t : dist::allgather_strings(world.comm(), gpu_claim_text(mine)))
+    all.push_back(parse_gpu_claim(t));
+  const std::string why = gpu_sharing_error(all);
+  if (!why.empty()) throw AgreedError(why, __FILE__, __LINE__);
+}
 
 // Every check that needs no communication. Same config on every rank → same verdict, except for
 // rank-local facts (a file one node cannot read).
@@ -105,6 +139,7 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
            "--weight-decay must be a finite number >= 0, got ", cfg.weight_decay);
   HT_CHECK(std::isfinite(cfg.warmup_epochs) && cfg.warmup_epochs >= 0, "--warmup-epochs must be >= 0, got ",
            cfg.warmup_epochs);
+  HT_CHECK(cfg.val_every_samples >= 0, "--val-every-samples must not be negative, got ", cfg.val_every_samples);
   HT_CHECK(cfg.max_steps >= 0, "--max-steps must not be negative, got ", cfg.max_steps);
   HT_CHECK(cfg.stop_at_step >= 0, "--stop-at-step must not be negative, got ", cfg.stop_at_step);
   HT_CHECK(cfg.checkpoint_every >= 0, "--checkpoint-every must not be negative, got ", cfg.checkpoint_every);
@@ -113,6 +148,18 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   HT_CHECK(cfg.keep_checkpoints >= 1, "--keep-checkpoints must be at least 1, got ", cfg.keep_checkpoints);
   HT_CHECK(std::isfinite(cfg.stall_timeout) && cfg.stall_timeout >= 0, "--stall-timeout must be >= 0 seconds, got ",
            cfg.stall_timeout);
+  HT_CHECK(cfg.mode == "sync" || cfg.mode == "async" || cfg.mode == "hybrid",
+           "--mode must be sync, async or hybrid, got '", cfg.mode, "'");
+  if (cfg.mode != "sync") {
+    HT_CHECK(cfg.fixed_split.empty(), "--split fixes the synchronous split; --mode ", cfg.mode,
+             " has no global split (each rank takes --local-batch samples per step)");
+    HT_CHECK(std::isfinite(cfg.elastic_alpha) && cfg.elastic_alpha > 0 && cfg.elastic_alpha <= 1,
+             "--elastic-alpha must be in (0, 1], got ", cfg.elastic_alpha);
+    HT_CHECK(cfg.elastic_every >= 1, "--elastic-every must be at least 1 local step, got ", cfg.elastic_every);
+    HT_CHECK(cfg.local_batch >= 0, "--local-batch must not be negative, got ", cfg.local_batch);
+    HT_CHECK(cfg.stop_at_step == 0, "--stop-at-step is for the synchronous mode (async ranks have no common step)");
+  }
+  if (cfg.mode == "hybrid") parse_groups(cfg.groups, n);
   HT_CHECK(cfg.resume != "auto" || !cfg.checkpoint_dir.empty(), "--resume auto needs --checkpoint-dir (where to look)");
   if (!cfg.checkpoint_dir.empty() && world.rank() == 0) {  // rank 0 writes; find out now, not after hours
     check_writable_folder(cfg.checkpoint_dir, "--checkpoint-dir");
@@ -243,8 +290,9 @@ void place_on_device(const TrainConfig& cfg, Setup& s) {
   const int64_t per_sample = s.model->activation_bytes_per_sample();
   const CudaDeviceInfo info = cuda_device_info(s.gpu_index);
   // Kept free: a tenth of the GPU (cuDNN workspaces of later shapes, fragmentation, other processes'
-  // growth) and the optimizer's momentum buffer, allocated at the first step.
-  const int64_t reserve = int64_t(info.total_bytes / 10) + s.model->param_count() * int64_t(sizeof(float));
+  // growth) and the optimizer's two parameter-sized buffers, both uploaded at the first step: the momentum
+  // buffer and the weight-decay mask (src/nn/sgd.cpp).
+  const int64_t reserve = int64_t(info.total_bytes / 10) + 2 * s.model->param_count() * int64_t(sizeof(float));
   s.memory_cap = dist::memory_batch_cap(int64_t(info.free_bytes), reserve, std::max<int64_t>(per_sample, 1));
   s.device += ", fits " + std::to_string(s.memory_cap) + " samples (" + std::to_string(per_sample >> 10) +
               " KiB each)";
@@ -290,6 +338,7 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
   } catch (const Error& e) {  // thrown on every rank
     throw AgreedError(e.message(), __FILE__, __LINE__);
   }
+  refuse_shared_gpus(world, s);
   // A resume: rank 0's checkpoint reaches every rank before the parameters are compared.
   CheckpointTensors tensors;
   int64_t step = 0;

@@ -44,6 +44,10 @@ struct Setup {
   std::optional<LoadedCheckpoint> resume;    // rank 0, between reading and sharing it
 };
 
+// --groups of the hybrid mode: "node" gives {} (the groups follow the nodes), else one group id per rank,
+// each in [0, ranks). Throws on anything else.
+std::vector<int> parse_groups(const std::string& text, int ranks);
+
 // The data, model and run facts a checkpoint must match (train/resume.hpp).
 RunIdentity run_identity(const TrainConfig& cfg, const Setup& s);
 

@@ -22,6 +22,7 @@
 #include "train/batch_source.hpp"
 #include "train/checkpointer.hpp"
 #include "train/evaluate.hpp"
+#include "train/local_step.hpp"
 #include "train/outputs.hpp"
 #include "train/report.hpp"
 #include "train/setup.hpp"
@@ -67,10 +68,12 @@ class Trainer {
         s_(make_setup(cfg, world_)),
         outputs_(cfg, world_),
         checkpointer_(cfg, world_),
+        local_step_(s_, cfg.label_smoothing),
         next_step_(s_.start_step) {}
 
   TrainResult run() {
     announce();
+    run_start_ = Clock::now();
     TrainResult result;
     result.steps = s_.start_step;
     Totals window;  // since the last progress line
@@ -94,6 +97,8 @@ class Trainer {
       result.steps = plan.global_step + 1;
       if (result.steps % s_.plan->steps_per_epoch() == 0 || result.steps == s_.total_steps)
         end_epoch(plan.epoch, result, rec);
+      else
+        validate_at_points(plan);
       outputs_.write_metrics(rec);  // rank 0; after the epoch's validation, which the last line carries
       if (stop_signal || stop_here || checkpointer_.due_by_steps(result.steps) || flags.checkpoint_due > 0)
         save_checkpoint(result.steps);
@@ -221,36 +226,6 @@ class Trainer {
   // GPU ranks take uint8 batches and augment on the device (train/device_step.hpp).
   data::BatchForm batch_form() const { return on_gpu() ? data::BatchForm::Raw : data::BatchForm::Float; }
 
-  // Forward, loss and backward of one local batch; returns Σ loss and #correct. On a GPU the batch was
-  // uploaded already (`input`), and while this step runs there the next step's batch is uploaded into
-  // the other slot; the seconds spent waiting for it from the reader are added to *data_wait.
-  void forward_backward(const data::Batch& batch, const DeviceInput::Uploaded& input, int64_t b, double* loss_sum,
-                        double* correct, double* data_wait) {
-    if (on_gpu()) {
-      Tensor logits = s_.model->forward(input.images, /*training=*/true);
-      s_.model->backward(s_.loss->compute(logits, input.labels, cfg_.label_smoothing, true));
-      if (!queue_.empty()) {  // the next step's request was submitted long ago: take it now
-        auto wait_start = Clock::now();
-        data::Batch next = s_.train->next();
-        *data_wait += seconds_since(wait_start);
-        staged_ = s_.input->upload(next);
-      }
-      s_.loss->read(loss_sum, correct);  // waits for the GPU, so the measured compute time is real
-      return;
-    }
-    const int K = s_.train->info().num_classes;
-    Tensor logits = s_.model->forward(batch.images, /*training=*/true);
-    Tensor probs({b, K}), dlogits({b, K});
-    float loss = cpu::softmax_xent_forward(probs.data(), logits.data(), batch.labels.data(), int(b), K,
-                                           cfg_.label_smoothing);
-    *correct = double(cpu::top1_correct(logits.data(), batch.labels.data(), int(b), K));
-    *loss_sum = double(loss) * b;
-    // The local loss is the mean over the b_r local samples; the b_r/B weight comes in the reduction.
-    cpu::softmax_xent_backward(dlogits.data(), probs.data(), batch.labels.data(), int(b), K, cfg_.label_smoothing,
-                               1.0f / float(b));
-    s_.model->backward(dlogits);
-  }
-
   StepRecord train_step(const PlannedStep& plan, Totals& window, StepFlags& flags) {
     auto step_start = Clock::now();
     data::Batch batch;
@@ -272,10 +247,18 @@ class Trainer {
 
     auto compute_start = Clock::now();
     nn::ParamBuffer& params = s_.model->params();
-    params.grads().zero();
-    double loss_sum = 0, correct = 0, next_wait = 0;
+    double next_wait = 0;
     const int64_t searches_before = on_gpu() ? cuda::conv_algorithm_searches() : 0;
-    if (b > 0) forward_backward(batch, input, b, &loss_sum, &correct, &next_wait);
+    // On a GPU, while this step computes there, the next step's batch (requested long ago) is taken from
+    // the reader and uploaded into the other slot; the wait for it counts as data wait, not compute.
+    const LocalOutcome local = local_step_.run(batch, input, b, [&] {
+      if (queue_.empty()) return;
+      auto wait_start = Clock::now();
+      data::Batch next = s_.train->next();
+      next_wait += seconds_since(wait_start);
+      staged_ = s_.input->upload(next);
+    });
+    const double loss_sum = local.loss_sum, correct = local.correct;
     // A step that measured cuDNN algorithms for a new batch size is no sample of this rank's speed.
     const bool timing_is_typical = !on_gpu() || cuda::conv_algorithm_searches() == searches_before;
     mine.compute = seconds_since(compute_start) - next_wait;
@@ -406,16 +389,43 @@ class Trainer {
     }
   }
 
+  // Samples trained when `plan`'s step is done: full steps before its epoch and within it.
+  int64_t samples_after(const PlannedStep& plan) const {
+    int64_t in_epoch = 0;
+    for (int64_t k = 0; k <= plan.step_in_epoch; ++k) in_epoch += s_.plan->batch_size(k);
+    return plan.epoch * s_.train->info().num_samples + in_epoch;
+  }
+
+  // --val-every-samples: a validation whenever a step passes a multiple of N samples (the epoch's end
+  // validates anyway). Its time is left out of the training clock that the line reports.
+  void validate_at_points(const PlannedStep& plan) {
+    if (!s_.val || cfg_.val_every_samples <= 0) return;
+    const int64_t done = samples_after(plan), before = done - plan.global_batch;
+    if (done / cfg_.val_every_samples == before / cfg_.val_every_samples) return;
+    const auto start = Clock::now();
+    sync_running_stats();
+    const EvalTotals e = train::evaluate(*s_.model, *s_.val, s_.val_input.get(), world_.comm(), 256);
+    if (world_.rank() == 0 && !cfg_.quiet)
+      print_validation(done, s_.train->info().num_samples, seconds_since(run_start_) - validation_seconds_, e);
+    validation_seconds_ += seconds_since(start);
+  }
+
   void end_epoch(int64_t epoch, TrainResult& result, StepRecord& rec) {
     sync_running_stats();
     if (!s_.val) return;
+    const auto start = Clock::now();
+    const double clock = seconds_since(run_start_) - validation_seconds_;
     Totals t = evaluate();
+    validation_seconds_ += seconds_since(start);
     result.val_accuracy = t.correct / std::max(1.0, t.count);
     rec.val_accuracy = result.val_accuracy;
     rec.val_loss = t.loss_sum / std::max(1.0, t.count);
     if (world_.rank() == 0 && !cfg_.quiet) {
       std::printf("epoch %lld: validation loss %.4f, accuracy %s (%lld samples)\n", (long long)epoch + 1,
                   t.loss_sum / std::max(1.0, t.count), pct(result.val_accuracy).c_str(), (long long)t.count);
+      if (cfg_.val_every_samples > 0)  // the same validation in the form every mode prints
+        print_validation((epoch + 1) * s_.train->info().num_samples, s_.train->info().num_samples, clock,
+                         EvalTotals{t.loss_sum, t.correct, 0, t.count});
       std::fflush(stdout);
     }
   }
@@ -466,6 +476,7 @@ class Trainer {
   Setup s_;
   Outputs outputs_;
   Checkpointer checkpointer_;
+  LocalStep local_step_;
   std::deque<PlannedStep> queue_;
   std::optional<DeviceInput::Uploaded> staged_;  // GPU: the next step's batch, already on its way
   int64_t next_step_ = 0;
@@ -473,12 +484,15 @@ class Trainer {
   double eff_sum_ = 0, time_sum_ = 0;
   int64_t samples_sum_ = 0, window_steps_ = 0;
   int64_t chance_steps_ = 0;  // consecutive logged steps whose loss sat at ln K
+  Clock::time_point run_start_;
+  double validation_seconds_ = 0;  // left out of the training clock of --val-every-samples lines
   bool chance_warned_ = false;
 };
 
 }  // namespace
 
 TrainResult run_training(const TrainConfig& config) {
+  if (config.mode != "sync") return run_elastic_training(config);
   install_stop_handlers();
   Trainer trainer(config);
   return trainer.run();

@@ -15,20 +15,21 @@ struct Case {
   bool running = true;      // running stats given
   bool want_din = true, want_dgamma = true, want_dbeta = true;
   bool only_running_var = false;  // running_mean null, running_var given
+  float eps = 1e-5f;              // forward and backward take the same one
 };
 
 std::string describe(const Case& k) {
   return "N" + std::to_string(k.N) + " C" + std::to_string(k.C) + " HW" + std::to_string(k.HW) +
          (k.affine ? "" : " no-affine") + (k.running ? "" : " no-running") + (k.want_din ? "" : " no-din") +
          (k.want_dgamma ? "" : " no-dgamma") + (k.want_dbeta ? "" : " no-dbeta") +
-         (k.only_running_var ? " running-var-only" : "");
+         (k.only_running_var ? " running-var-only" : "") + " eps" + std::to_string(k.eps);
 }
 
 void check_batchnorm(const Case& k, uint32_t seed) {
   SCOPED_TRACE(describe(k));
   const int N = k.N, C = k.C, HW = k.HW;
   const size_t n = size_t(N) * C * HW;
-  const float momentum = 0.1f, eps = 1e-5f;
+  const float momentum = 0.1f, eps = k.eps;
   // Channel c's values are offset by c/2: the statistics differ per channel and are not centred at 0.
   auto in = gpu_test::random_floats(n, seed);
   for (int i = 0; i < N; ++i)
@@ -66,7 +67,7 @@ void check_batchnorm(const Case& k, uint32_t seed) {
                                 k.affine ? d_b.data() : nullptr, N, C, HW, momentum, eps, s);
   cuda::batchnorm_backward(k.want_din ? d_din.data() : nullptr, k.want_dgamma ? d_dg.data() : nullptr,
                            k.want_dbeta ? d_db.data() : nullptr, d_dout.data(), d_in.data(),
-                           k.affine ? d_g.data() : nullptr, d_mean.data(), d_invstd.data(), N, C, HW, s);
+                           k.affine ? d_g.data() : nullptr, d_mean.data(), d_invstd.data(), N, C, HW, eps, s);
   cuda::stream_synchronize(s);
   cuda::stream_destroy(s);
 
@@ -89,6 +90,17 @@ TEST(CudaBatchNorm, ParityOddShapes) {
   check_batchnorm({2, 3, 1}, 13);         // two values per channel: the smallest training batch
   check_batchnorm({4, 16, 14 * 14}, 14);  // ResNet-like plane
   check_batchnorm({1, 64, 3 * 5}, 15);    // one sample
+}
+
+// A layer's own epsilon reaches backward too (it was once fixed at 1e-5 there). A large one, on a channel
+// whose variance is small next to it, changes every gradient noticeably.
+TEST(CudaBatchNorm, ParityWithTheLayersEpsilon) {
+  HT_REQUIRE_GPU();
+  Case k{4, 3, 10};
+  k.eps = 0.5f;
+  check_batchnorm(k, 16);
+  k.eps = 1e-3f;
+  check_batchnorm(k, 17);
 }
 
 TEST(CudaBatchNorm, NullPointersFollowTheCpuContract) {
@@ -124,6 +136,9 @@ TEST(CudaBatchNorm, EmptyBatchAndBadSizes) {
                                              nullptr, 1, 2, 1, 0.1f, 1e-5f, nullptr),
                Error);
   EXPECT_THROW(cuda::batchnorm_backward(buf.data(), nullptr, nullptr, buf.data(), buf.data(), nullptr, buf.data(),
-                                        buf.data(), 1, 0, 4, nullptr),
+                                        buf.data(), 1, 0, 4, 1e-5f, nullptr),
                Error);
+  EXPECT_THROW(cuda::batchnorm_backward(buf.data(), nullptr, nullptr, buf.data(), buf.data(), nullptr, buf.data(),
+                                        buf.data(), 1, 2, 4, 0.0f, nullptr),
+               Error);  // the forward's eps must be positive, so must backward's
 }

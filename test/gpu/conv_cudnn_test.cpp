@@ -96,3 +96,23 @@ TEST(CudaConv, SearchesAreCountedOncePerShape) {
   { cuda::CudnnConv2d c(geom(4, 5, 9, 9, 7, 3, 3, 1, 1)); }  // another batch size is another shape
   EXPECT_EQ(cuda::conv_algorithm_searches(), before + 2);
 }
+
+// Every library call takes its stream explicitly (src/cuda/handles.hpp). The shared cuDNN handle keeps the
+// stream of its last call; here that stream is destroyed before a new shape's algorithm search, which once
+// ran on it (a freed stream: an error or worse). Each round leaves the handle on a stream that is gone.
+TEST(CudaConv, SearchAfterTheLastStreamWasDestroyed) {
+  HT_REQUIRE_GPU();
+  cuda::DeviceBuffer<float> x(4 * 4 * 6 * 6), y(4 * 4 * 6 * 6);
+  x.upload(gpu_test::random_floats(x.size(), 7));
+  for (int round = 0; round < 3; ++round) {
+    CudaStream s = cuda::stream_create();
+    cuda::relu_forward(y.data(), x.data(), int64_t(x.size()), s);  // the handle is now set to s
+    cuda::stream_synchronize(s);
+    cuda::stream_destroy(s);
+    const int64_t before = cuda::conv_algorithm_searches();
+    cuda::CudnnConv2d conv(geom(2 + round, 3, 11, 13, 5, 3, 3, 1, 1));  // a new shape each round: a search
+    EXPECT_EQ(cuda::conv_algorithm_searches(), before + 1);
+  }
+  cuda::device_synchronize();
+  check_conv(geom(2, 3, 11, 13, 5, 3, 3, 1, 1), false, 8);  // the chosen algorithms are still right
+}

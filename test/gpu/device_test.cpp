@@ -74,6 +74,8 @@ TEST(CudaDevice, InfoAndSelection) {
     EXPECT_GT(info.total_bytes, 0u);
     EXPECT_LE(info.free_bytes, info.total_bytes);
     EXPECT_GE(info.cc_major, 3);
+    EXPECT_EQ(info.uuid.rfind("GPU-", 0), 0u) << info.uuid;  // compared across ranks (gpu_sharing_error)
+    EXPECT_EQ(info.uuid.size(), 40u) << info.uuid;
     std::cout << "device " << i << ": " << info.name << ", " << (info.total_bytes >> 20) << " MiB ("
               << (info.free_bytes >> 20) << " free), sm_" << info.cc_major << info.cc_minor << "\n";
   }

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -13,15 +14,23 @@
 #include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
 
-// Without a GPU (or in a CPU-only build) a GPU test is reported as skipped, never as passed.
-#define HT_REQUIRE_GPU()                                                               \
-  do {                                                                                 \
-    if (::hetrain::cuda_device_count() == 0) {                                         \
-      GTEST_SKIP() << ::hetrain::cuda_status();                                        \
-    }                                                                                  \
+// Without a GPU (or in a CPU-only build) a GPU test is reported as skipped, never as passed. Where a GPU
+// must be there (HETRAIN_REQUIRE_GPU=1, as scripts/gpu-check.sh sets it on a GPU machine), it FAILS instead:
+// a machine whose GPU the process cannot see must not pass the GPU check with everything skipped.
+#define HT_REQUIRE_GPU()                                                                             \
+  do {                                                                                               \
+    if (::hetrain::cuda_device_count() == 0) {                                                       \
+      if (::gpu_test::gpu_required()) FAIL() << "HETRAIN_REQUIRE_GPU=1 but " << ::hetrain::cuda_status(); \
+      GTEST_SKIP() << ::hetrain::cuda_status();                                                      \
+    }                                                                                                \
   } while (0)
 
 namespace gpu_test {
+
+inline bool gpu_required() {
+  const char* v = std::getenv("HETRAIN_REQUIRE_GPU");
+  return v && *v && std::string(v) != "0";
+}
 
 inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);

@@ -1,5 +1,7 @@
 // test/gpu/nccl_test.cpp — the NCCL communicator on one GPU (one rank: the sum is the buffer itself, so
-// the result must be exact). Multi-rank reduction is tested under MPI by the distributed tests.
+// the result must be exact). The distributed tests under MPI reduce on the CPU, not through NCCL: a
+// multi-rank NCCL reduction runs only on machines with two GPUs or more (NcclBench in nccl_bench_test.cpp,
+// one rank per GPU in one process, checks its sums; test/e2e/train_gpu.sh trains on two GPU ranks).
 #include <gtest/gtest.h>
 
 #include "gpu_test_util.hpp"

@@ -44,7 +44,7 @@ void check_pool(const cpu::Pool2dGeom& g, bool max, uint32_t seed) {
     cuda::maxpool2d_backward(d_din.data(), d_dout.data(), d_out.data(), d_in.data(), g, s);
   } else {
     cuda::avgpool2d_forward(d_out.data(), d_in.data(), g, s);
-    cuda::avgpool2d_backward(d_din.data(), d_dout.data(), g, s);
+    cuda::avgpool2d_backward(d_din.data(), d_dout.data(), d_in.data(), g, s);
   }
   cuda::stream_synchronize(s);
   cuda::stream_destroy(s);

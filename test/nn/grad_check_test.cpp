@@ -162,8 +162,11 @@ void check_block(int in, int planes, int stride) {
     pts.push_back({"x[" + std::to_string(j) + "]", x.data() + j, dx[j]});
   }
   // Looser than for the models: batch norm's curvature and the many ReLU kinks a BN parameter moves leave
-  // float finite differences good to ~1%; a wrong backward term is off by far more.
-  const CheckResult res = check_points(pts, [&] { return dot(block.forward(x, true), r); }, 1e-3f, 2e-3, 3e-2);
+  // float finite differences good to ~1%; a wrong backward term is off by far more. The absolute part
+  // covers the float rounding of the forward pass, which BN over a batch of 3 amplifies: for a small
+  // gradient (x[243] of the projection bottleneck, 0.0067 analytic, with one thread) the central
+  // difference wanders between 0.0041 and 0.0092 as h goes from 2.5e-4 to 4e-3.
+  const CheckResult res = check_points(pts, [&] { return dot(block.forward(x, true), r); }, 1e-3f, 4e-3, 3e-2);
   expect_good(res);
 }
 

@@ -73,7 +73,7 @@ void batchnorm_forward_eval(float*, const float*, const float*, const float*, co
   HT_NO_CUDA();
 }
 void batchnorm_backward(float*, float*, float*, const float*, const float*, const float*, const float*, const float*,
-                        int, int, int, CudaStream) {
+                        int, int, int, float, CudaStream) {
   HT_NO_CUDA();
 }
 void maxpool2d_forward(float*, const float*, const cpu::Pool2dGeom&, CudaStream) { HT_NO_CUDA(); }
@@ -81,7 +81,7 @@ void maxpool2d_backward(float*, const float*, const float*, const float*, const 
   HT_NO_CUDA();
 }
 void avgpool2d_forward(float*, const float*, const cpu::Pool2dGeom&, CudaStream) { HT_NO_CUDA(); }
-void avgpool2d_backward(float*, const float*, const cpu::Pool2dGeom&, CudaStream) { HT_NO_CUDA(); }
+void avgpool2d_backward(float*, const float*, const float*, const cpu::Pool2dGeom&, CudaStream) { HT_NO_CUDA(); }
 void global_avgpool_forward(float*, const float*, int, int, int, CudaStream) { HT_NO_CUDA(); }
 void global_avgpool_backward(float*, const float*, int, int, int, CudaStream) { HT_NO_CUDA(); }
 void relu_forward(float*, const float*, int64_t, CudaStream) { HT_NO_CUDA(); }

@@ -1,0 +1,84 @@
+// hetrain/dist/elastic.hpp — the shared state of the asynchronous and hybrid modes, in MPI-3 one-sided
+// memory (docs/architecture.md, "Asynchronous and hybrid modes").
+//
+// ElasticCenter: the center model of elastic averaging SGD. It is sharded over every rank of the
+// communicator (rank r hosts a contiguous slice), so no one process serves every push. Workers read it
+// and add their elastic differences into it with passive-target operations: no rank takes part in another
+// rank's read or push.
+//
+// SampleCounter: the global sample counter, plus the count of center updates and a stop flag, on rank 0.
+// Workers claim their next local batch from it with MPI_Fetch_and_op, so the samples of the epoch
+// permutations are handed out exactly once, faster ranks simply claiming more often.
+//
+// Both are created and closed collectively; in between every call is one-sided and completes (flushes)
+// before it returns.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace hetrain::dist {
+
+class ElasticCenter {
+ public:
+  // Collective. Every rank passes the same initial values (the replicas start identical).
+  ElasticCenter(MPI_Comm comm, int64_t count, const float* initial);
+  ~ElasticCenter();  // frees nothing unless close() ran: MPI_Win_free is collective
+  ElasticCenter(const ElasticCenter&) = delete;
+  ElasticCenter& operator=(const ElasticCenter&) = delete;
+
+  int64_t count() const { return count_; }
+  // The whole center into out[0, count): element-wise atomic against concurrent pushes (MPI_Get_accumulate
+  // with MPI_NO_OP), though different elements may come from before and after another rank's push.
+  void read(float* out);
+  // center += delta, element-wise atomic (MPI_Accumulate with MPI_SUM).
+  void add(const float* delta);
+  // Collective: ends the access epoch and frees the window. Every rank's pushes are complete before.
+  void close();
+
+  // Rank r's slice [first, first + size): the first count % ranks slices hold one element more.
+  static void shard(int64_t count, int ranks, int r, int64_t* first, int64_t* size);
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Win win_ = MPI_WIN_NULL;
+  int64_t count_ = 0;
+  int ranks_ = 1;
+  std::vector<int64_t> first_, size_;
+  bool open_ = false;
+};
+
+class SampleCounter {
+ public:
+  // Collective. The count of claimed samples starts at `first_sample` (a resumed run continues where its
+  // checkpoint stopped).
+  SampleCounter(MPI_Comm comm, int64_t first_sample);
+  ~SampleCounter();
+  SampleCounter(const SampleCounter&) = delete;
+  SampleCounter& operator=(const SampleCounter&) = delete;
+
+  struct Claim {
+    int64_t first = 0;     // this caller's samples are [first, first + n), when not stopped
+    bool stopped = false;  // a stop came first: nothing was claimed, and stop_position() says where
+  };
+  // Adds n to the claimed count, atomically with reading whether a stop came first.
+  Claim claim(int64_t n);
+  // Samples claimed so far (up to the stop, after one).
+  int64_t claimed();
+  int64_t count_update();           // adds one to the center-update count; returns the count before
+  int64_t updates();                // the center-update count
+  // A stop signal on this rank: every later claim anywhere says stopped. The count at that moment is the
+  // stop position, the same for every rank (collective decisions in the asynchronous modes rely on it).
+  void request_stop();
+  int64_t stop_position();          // after a claim said stopped
+  void close();                     // collective
+
+ private:
+  int64_t fetch_and_op(int slot, int64_t operand, MPI_Op op);
+  MPI_Win win_ = MPI_WIN_NULL;
+  bool open_ = false;
+};
+
+}  // namespace hetrain::dist

@@ -1,0 +1,132 @@
+// The asynchronous modes' shared center model and sample counter in MPI one-sided memory.
+#include "hetrain/dist/elastic.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "hetrain/error.hpp"
+
+namespace hetrain::dist {
+
+void ElasticCenter::shard(int64_t count, int ranks, int r, int64_t* first, int64_t* size) {
+  const int64_t base = count / ranks, extra = count % ranks;
+  *size = base + (r < extra ? 1 : 0);
+  *first = r * base + std::min<int64_t>(r, extra);
+}
+
+ElasticCenter::ElasticCenter(MPI_Comm comm, int64_t count, const float* initial) : comm_(comm), count_(count) {
+  int rank = 0;
+  HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  HT_MPI_CHECK(MPI_Comm_size(comm, &ranks_));
+  first_.resize(size_t(ranks_));
+  size_.resize(size_t(ranks_));
+  for (int r = 0; r < ranks_; ++r) shard(count, ranks_, r, &first_[size_t(r)], &size_[size_t(r)]);
+  HT_CHECK(size_[0] <= INT32_MAX, "elastic center: a shard of ", size_[0], " floats is too large for MPI counts");
+  float* mine = nullptr;
+  HT_MPI_CHECK(MPI_Win_allocate(MPI_Aint(size_[size_t(rank)] * sizeof(float)), sizeof(float), MPI_INFO_NULL, comm,
+                                &mine, &win_));
+  HT_MPI_CHECK(MPI_Win_set_errhandler(win_, MPI_ERRORS_RETURN));
+  if (size_[size_t(rank)] > 0)
+    std::memcpy(mine, initial + first_[size_t(rank)], size_t(size_[size_t(rank)]) * sizeof(float));
+  // Every shard holds its initial values before anyone reads: then one passive-target epoch for the run.
+  HT_MPI_CHECK(MPI_Barrier(comm));
+  HT_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_));
+  open_ = true;
+}
+
+ElasticCenter::~ElasticCenter() = default;
+
+void ElasticCenter::read(float* out) {
+  for (int r = 0; r < ranks_; ++r) {
+    const int n = int(size_[size_t(r)]);
+    if (n == 0) continue;
+    HT_MPI_CHECK(MPI_Get_accumulate(nullptr, 0, MPI_FLOAT, out + first_[size_t(r)], n, MPI_FLOAT, r, 0, n, MPI_FLOAT,
+                                    MPI_NO_OP, win_));
+  }
+  HT_MPI_CHECK(MPI_Win_flush_all(win_));
+}
+
+void ElasticCenter::add(const float* delta) {
+  for (int r = 0; r < ranks_; ++r) {
+    const int n = int(size_[size_t(r)]);
+    if (n == 0) continue;
+    HT_MPI_CHECK(MPI_Accumulate(delta + first_[size_t(r)], n, MPI_FLOAT, r, 0, n, MPI_FLOAT, MPI_SUM, win_));
+  }
+  HT_MPI_CHECK(MPI_Win_flush_all(win_));
+}
+
+void ElasticCenter::close() {
+  if (!open_) return;
+  open_ = false;
+  HT_MPI_CHECK(MPI_Win_unlock_all(win_));
+  HT_MPI_CHECK(MPI_Win_free(&win_));
+}
+
+namespace {
+// Slots of rank 0's window. The stop flag is a high bit of the claimed count itself, so a claim learns in
+// one atomic operation whether a stop came first. Only the first rank to request a stop (kStopRequests)
+// sets it, and then writes the stop position (+1; 0 = not yet written).
+constexpr int kClaimed = 0, kUpdates = 1, kStopRequests = 2, kStopPosition = 3, kSlots = 4;
+constexpr int64_t kStopBit = int64_t(1) << 60;
+}  // namespace
+
+SampleCounter::SampleCounter(MPI_Comm comm, int64_t first_sample) {
+  int rank = 0;
+  HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  int64_t* slots = nullptr;
+  const MPI_Aint bytes = rank == 0 ? MPI_Aint(kSlots * sizeof(int64_t)) : 0;
+  HT_MPI_CHECK(MPI_Win_allocate(bytes, sizeof(int64_t), MPI_INFO_NULL, comm, &slots, &win_));
+  HT_MPI_CHECK(MPI_Win_set_errhandler(win_, MPI_ERRORS_RETURN));
+  if (rank == 0) slots[kClaimed] = first_sample, slots[kUpdates] = 0, slots[kStopRequests] = 0, slots[kStopPosition] = 0;
+  HT_MPI_CHECK(MPI_Barrier(comm));
+  HT_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_));
+  open_ = true;
+}
+
+SampleCounter::~SampleCounter() = default;
+
+int64_t SampleCounter::fetch_and_op(int slot, int64_t operand, MPI_Op op) {
+  int64_t before = 0;
+  HT_MPI_CHECK(MPI_Fetch_and_op(&operand, &before, MPI_INT64_T, 0, slot, op, win_));
+  HT_MPI_CHECK(MPI_Win_flush(0, win_));
+  return before;
+}
+
+SampleCounter::Claim SampleCounter::claim(int64_t n) {
+  const int64_t before = fetch_and_op(kClaimed, n, MPI_SUM);
+  Claim c;
+  c.stopped = (before & kStopBit) != 0;
+  c.first = before & (kStopBit - 1);
+  return c;
+}
+
+int64_t SampleCounter::claimed() {
+  const int64_t now = fetch_and_op(kClaimed, 0, MPI_NO_OP);
+  return (now & kStopBit) ? stop_position() : now;
+}
+
+int64_t SampleCounter::count_update() { return fetch_and_op(kUpdates, 1, MPI_SUM); }
+int64_t SampleCounter::updates() { return fetch_and_op(kUpdates, 0, MPI_NO_OP); }
+
+void SampleCounter::request_stop() {
+  if (fetch_and_op(kStopRequests, 1, MPI_SUM) > 0) return;  // another rank's stop stands
+  const int64_t before = fetch_and_op(kClaimed, kStopBit, MPI_SUM);
+  fetch_and_op(kStopPosition, before + 1, MPI_REPLACE);
+}
+
+int64_t SampleCounter::stop_position() {
+  // The stopping rank writes the position right after setting the bit: at most a few operations away.
+  for (;;) {
+    const int64_t p = fetch_and_op(kStopPosition, 0, MPI_NO_OP);
+    if (p > 0) return p - 1;
+  }
+}
+
+void SampleCounter::close() {
+  if (!open_) return;
+  open_ = false;
+  HT_MPI_CHECK(MPI_Win_unlock_all(win_));
+  HT_MPI_CHECK(MPI_Win_free(&win_));
+}
+
+}  // namespace hetrain::dist

@@ -1,0 +1,32 @@
+#include "train/local_step.hpp"
+
+#include "hetrain/ops.hpp"
+
+namespace hetrain::train {
+
+LocalOutcome LocalStep::run(const data::Batch& batch, const DeviceInput::Uploaded& input, int64_t b,
+                            const std::function<void()>& while_device_computes) {
+  LocalOutcome out;
+  s_.model->params().grads().zero();
+  if (b == 0) return out;  // a rank with no share this step still takes part in the exchange
+  if (s_.device_kind == Device::CUDA) {
+    Tensor logits = s_.model->forward(input.images, /*training=*/true);
+    s_.model->backward(s_.loss->compute(logits, input.labels, label_smoothing_, true));
+    if (while_device_computes) while_device_computes();
+    s_.loss->read(&out.loss_sum, &out.correct);
+    return out;
+  }
+  const int K = s_.train->info().num_classes;
+  Tensor logits = s_.model->forward(batch.images, /*training=*/true);
+  Tensor probs({b, K}), dlogits({b, K});
+  const float loss =
+      cpu::softmax_xent_forward(probs.data(), logits.data(), batch.labels.data(), int(b), K, label_smoothing_);
+  out.correct = double(cpu::top1_correct(logits.data(), batch.labels.data(), int(b), K));
+  out.loss_sum = double(loss) * double(b);
+  cpu::softmax_xent_backward(dlogits.data(), probs.data(), batch.labels.data(), int(b), K, label_smoothing_,
+                             1.0f / float(b));
+  s_.model->backward(dlogits);
+  return out;
+}
+
+}  // namespace hetrain::train

@@ -1,0 +1,36 @@
+// Forward, loss and backward of one local batch on this rank's device: the part of a training step that
+// every mode shares (docs/architecture.md, "Training modes"). What ranks then do with the gradient —
+// reduce it with the others' (sync), or step alone and trade with the elastic center (async, hybrid) — is
+// the mode's business.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "hetrain/data.hpp"
+#include "train/setup.hpp"
+
+namespace hetrain::train {
+
+struct LocalOutcome {
+  double loss_sum = 0;  // Σ per-sample loss over the local batch
+  double correct = 0;   // top-1 hits
+};
+
+class LocalStep {
+ public:
+  LocalStep(Setup& s, float label_smoothing) : s_(s), label_smoothing_(label_smoothing) {}
+  // Leaves in the model's gradient buffer the gradient of the MEAN loss over the b local samples (zeroed
+  // first). CPU ranks read `batch`; GPU ranks read `input`, already uploaded. On a GPU,
+  // `while_device_computes` runs once the step's kernels are queued, before the loss is read back (the
+  // trainer uploads the next batch then); the read-back waits for the device, so timings around run() are
+  // real compute time on both devices.
+  LocalOutcome run(const data::Batch& batch, const DeviceInput::Uploaded& input, int64_t b,
+                   const std::function<void()>& while_device_computes = {});
+
+ private:
+  Setup& s_;
+  float label_smoothing_;
+};
+
+}  // namespace hetrain::train

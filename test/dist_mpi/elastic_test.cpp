@@ -1,0 +1,125 @@
+// The asynchronous modes' one-sided state: the sharded center adds every push exactly, the counter hands out
+// every sample once, the stop flag reaches every rank (any world size 1..4).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "hetrain/dist/elastic.hpp"
+
+using namespace hetrain::dist;
+
+namespace {
+int rank_of() { int r = 0; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
+int size_of() { int s = 1; MPI_Comm_size(MPI_COMM_WORLD, &s); return s; }
+}  // namespace
+
+TEST(ElasticCenter, ShardsCoverTheVectorOnce) {
+  for (int64_t count : {0, 1, 7, 1000, 1001}) {
+    for (int ranks : {1, 2, 3, 4, 7}) {
+      int64_t next = 0;
+      for (int r = 0; r < ranks; ++r) {
+        int64_t first = -1, size = -1;
+        ElasticCenter::shard(count, ranks, r, &first, &size);
+        EXPECT_EQ(first, next);
+        EXPECT_GE(size, count / ranks);
+        EXPECT_LE(size, count / ranks + 1);
+        next = first + size;
+      }
+      EXPECT_EQ(next, count);
+    }
+  }
+}
+
+// Deterministic pushes of small integers (exact in float whatever the order): center = initial + Σ pushes.
+TEST(ElasticCenter, AccumulateAddsEveryPush) {
+  const int rank = rank_of(), size = size_of();
+  const int64_t n = 1003;  // not a multiple of the world size: uneven shards
+  std::vector<float> initial(n);
+  for (int64_t i = 0; i < n; ++i) initial[size_t(i)] = float(i % 17);
+  ElasticCenter center(MPI_COMM_WORLD, n, initial.data());
+  const int pushes = 25;
+  std::vector<float> delta(n);
+  for (int k = 0; k < pushes; ++k) {
+    for (int64_t i = 0; i < n; ++i) delta[size_t(i)] = float((rank + 1) * ((i + k) % 5) - 2);
+    center.add(delta.data());
+    if (k % 7 == 0) {  // reads between pushes see a vector of the right size with finite values
+      std::vector<float> now(n, -1e30f);
+      center.read(now.data());
+      EXPECT_TRUE(std::all_of(now.begin(), now.end(), [](float v) { return v > -1e29f; }));
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // every rank's pushes are complete (each add flushes)
+  std::vector<float> got(n);
+  center.read(got.data());
+  for (int64_t i = 0; i < n; ++i) {
+    double want = initial[size_t(i)];
+    for (int r = 0; r < size; ++r)
+      for (int k = 0; k < pushes; ++k) want += double((r + 1) * ((i + k) % 5) - 2);
+    ASSERT_EQ(double(got[size_t(i)]), want) << "element " << i;
+  }
+  center.close();
+}
+
+TEST(SampleCounter, ClaimsAreDisjointAndCoverEverything) {
+  const int rank = rank_of(), size = size_of();
+  SampleCounter counter(MPI_COMM_WORLD, 100);
+  const int claims = 40;
+  std::vector<int64_t> starts;
+  for (int k = 0; k < claims; ++k) {  // unequal claim sizes
+    const SampleCounter::Claim c = counter.claim(rank + 1);
+    EXPECT_FALSE(c.stopped);
+    starts.push_back(c.first);
+  }
+  counter.count_update();
+  std::vector<int64_t> all(size_t(claims) * size_t(size));
+  MPI_Allgather(starts.data(), claims, MPI_INT64_T, all.data(), claims, MPI_INT64_T, MPI_COMM_WORLD);
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // [start, end)
+  int64_t total = 0;
+  for (int r = 0; r < size; ++r)
+    for (int k = 0; k < claims; ++k) {
+      ranges.push_back({all[size_t(r * claims + k)], all[size_t(r * claims + k)] + r + 1});
+      total += r + 1;
+    }
+  std::sort(ranges.begin(), ranges.end());
+  int64_t next = 100;
+  for (const auto& range : ranges) {
+    EXPECT_EQ(range.first, next);
+    next = range.second;
+  }
+  EXPECT_EQ(next, 100 + total);
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(counter.claimed(), 100 + total);
+  EXPECT_EQ(counter.updates(), size);
+  counter.close();
+}
+
+// Every rank asks to stop at once: one stop position, the same for all, equal to the samples handed out by
+// the claims that did not say stopped (a claim racing with the stop is either handed out or stopped).
+TEST(SampleCounter, StopGivesOnePositionToEveryRank) {
+  const int size = size_of();
+  SampleCounter counter(MPI_COMM_WORLD, 0);
+  int64_t handed_out = 0;
+  for (int k = 0; k < 10; ++k) {
+    const SampleCounter::Claim c = counter.claim(3);
+    ASSERT_FALSE(c.stopped);
+    handed_out += 3;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  counter.request_stop();  // every rank asks; one wins
+  for (int k = 0; k < 1000 && !counter.claim(3).stopped; ++k) handed_out += 3;
+  const int64_t position = counter.stop_position();
+  EXPECT_EQ(counter.claimed(), position);
+  std::vector<int64_t> mine = {position, handed_out}, all(2 * static_cast<size_t>(size));
+  MPI_Allgather(mine.data(), 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, MPI_COMM_WORLD);
+  int64_t total = 0;
+  for (int r = 0; r < size; ++r) {
+    EXPECT_EQ(all[2 * size_t(r)], position);
+    total += all[2 * size_t(r) + 1];
+  }
+  EXPECT_EQ(position, total);
+  EXPECT_GE(position, 30 * size);
+  MPI_Barrier(MPI_COMM_WORLD);  // nobody closes the window while another rank still reads it
+  counter.close();
+}

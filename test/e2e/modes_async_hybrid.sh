@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The asynchronous and hybrid modes (--mode async|hybrid): every sample exactly once per epoch through the
+# shared counter with unequal ranks; replicas identical inside a hybrid group at every step; a rank that fails
+# ends the job with one line and no hang; a stop signal checkpoints the center and a resume on another
+# world size finishes; bad options refused with one line; and both modes learn
+# Fashion-MNIST (lenet, 4 ranks, emulated speeds, 3 epochs: at least 85% test accuracy).
+source "$(dirname "$0")/lib.sh"
+need_python numpy
+SPEEDS=(--emulate-speed 1,1,0.5,0.25)
+COMMON=(--model lenet --synthetic 500 --synthetic-shape 1,28,28 --global-batch 64 --epochs 3 --lr 0.05 --quiet)
+
+# 1. Coverage: 500 samples (not a multiple of any batch), 3 epochs, claims that straddle epoch ends.
+for mode in async hybrid; do
+  extra=(); [ $mode = hybrid ] && extra=(--groups 0,0,1,1 --local-batch 7 --debug-consistency)
+  run_mpi 4 "${COMMON[@]}" --mode $mode "${extra[@]}" "${SPEEDS[@]}" --dump-samples "$TMP/$mode-%r.txt" \
+    >"$TMP/$mode.out" 2>&1 || { cat "$TMP/$mode.out"; fail "$mode: training failed"; }
+  /usr/bin/python3 - "$TMP" $mode <<'PY' || fail "$mode: samples not covered exactly once per epoch"
+import collections, sys
+tmp, mode = sys.argv[1], sys.argv[2]
+seen = collections.Counter()
+per_rank = []
+for r in range(4):
+    lines = open("%s/%s-%d.txt" % (tmp, mode, r)).read().split("\n")
+    pairs = [tuple(map(int, l.split())) for l in lines if l.strip()]
+    per_rank.append(len(pairs))
+    seen.update(pairs)
+want = {(e, i) for e in range(3) for i in range(500)}
+dup = [p for p, c in seen.items() if c > 1]
+missing = want - set(seen)
+extra = set(seen) - want
+print("%s: %d samples trained over 3 epochs, per rank %s; duplicates %d, missing %d, unexpected %d"
+      % (mode, sum(seen.values()), per_rank, len(dup), len(missing), len(extra)))
+sys.exit(0 if not dup and not missing and not extra else 1)
+PY
+done
+# The fast ranks claimed more: the two ranks of speed 1 together should train 8x what the rank of speed 0.25
+# does; more than 3x leaves room for a noisy machine (4 ranks share 2 cores here).
+n0=$(wc -l <"$TMP/async-0.txt"); n1=$(wc -l <"$TMP/async-1.txt"); n3=$(wc -l <"$TMP/async-3.txt")
+[ $((n0 + n1)) -gt $((n3 * 3)) ] \
+  || fail "async: ranks 0 and 1 (speed 1) trained $n0 + $n1 samples, rank 3 (speed 0.25) $n3: expected over 3x as many"
+
+# 2. A rank that fails in async mode ends the job: one line, non-zero exit, no hang.
+timeout 120 mpirun -n 4 "$HETRAIN" train "${COMMON[@]}" --mode async --debug-fail-at 2:5 >"$TMP/fail.out" 2>&1
+rc=$?; [ $rc -ne 0 ] || fail "an injected failure exited 0"
+[ $rc -ne 124 ] || fail "an injected failure hung"
+grep -q "failure injected by --debug-fail-at" "$TMP/fail.out" || { cat "$TMP/fail.out"; fail "no line naming the failure"; }
+
+# 3. A stop signal in async mode: every rank stops at one position, the center is checkpointed, exit 75;
+# --resume auto continues on another number of ranks and finishes the run.
+A=(--model lenet --synthetic 4096 --synthetic-shape 1,28,28 --global-batch 128 --epochs 3 --lr 0.05 --mode async
+   --checkpoint-dir "$TMP/ck" --log-every 1000)
+timeout 120 mpirun -n 4 "$HETRAIN" train "${A[@]}" --emulate-speed 0.2,0.2,0.2,0.2 >"$TMP/stop.out" 2>&1 &
+for _ in $(seq 100); do grep -q "^elastic averaging" "$TMP/stop.out" 2>/dev/null && break; sleep 0.1; done
+sleep 1
+pkill -USR1 -x mpirun
+wait $!; rc=$?
+[ $rc -eq 75 ] || { cat "$TMP/stop.out"; fail "async run stopped by SIGUSR1: exit $rc, expected 75"; }
+grep -q "^stopped after [0-9]* of 12288 samples (stop signal)" "$TMP/stop.out" || { cat "$TMP/stop.out"; fail "no 'stopped after' line"; }
+ls "$TMP"/ck/checkpoint-*.h5 >/dev/null 2>&1 || fail "no checkpoint after the stop"
+run_mpi 2 "${A[@]}" --resume auto >"$TMP/resume.out" 2>&1 || { cat "$TMP/resume.out"; fail "async resume failed"; }
+grep -q "^resuming at sample [0-9]* of 12288" "$TMP/resume.out" || { cat "$TMP/resume.out"; fail "the resumed run did not continue"; }
+grep -q "^done: 96 step(s) of 128 samples" "$TMP/resume.out" || { cat "$TMP/resume.out"; fail "the resumed run did not finish all 12288 samples"; }
+
+# 4. Bad options: one line, non-zero exit.
+bad() {  # bad NAME EXPECTED ARGS...
+  local name=$1 want=$2; shift 2
+  timeout 120 mpirun -n 4 "$HETRAIN" train "${COMMON[@]}" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+  local rc=$?
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "$name: exit $rc"
+  [ "$(grep -c 'hetrain: error:' "$TMP/$name.err")" -eq 1 ] && grep -q "hetrain: error:.*$want" "$TMP/$name.err" \
+    || { cat "$TMP/$name.err"; fail "$name: not one error line containing '$want'"; }
+  echo "ok  $name: $(grep 'hetrain: error:' "$TMP/$name.err")"
+}
+bad async-split "has no global split" --mode async --split 16,16,16,16
+bad unknown-mode "mode must be sync, async or hybrid" --mode asynchronous
+bad group-spec "groups must be node or a group id per rank" --mode hybrid --groups speed
+bad group-length "groups lists 3 group ids for 4 ranks" --mode hybrid --groups 0,0,1
+bad alpha-zero "elastic-alpha must be in (0, 1]" --mode async --elastic-alpha 0
+bad alpha-large "elastic-alpha must be in (0, 1]" --mode async --elastic-alpha 1.5
+bad tau-zero "elastic-every must be at least 1" --mode async --elastic-every 0
+
+# 5. Learning on Fashion-MNIST.
+SRC=/usr/share/datasets/fashion-mnist
+[ -f $SRC/train-images-idx3-ubyte.gz ] || fail "missing dataset-fashion-mnist: run make deps"
+$PACK idx --images $SRC/train-images-idx3-ubyte.gz --labels $SRC/train-labels-idx1-ubyte.gz -o "$TMP/train.h5" --no-progress || fail "pack train"
+$PACK idx --images $SRC/t10k-images-idx3-ubyte.gz --labels $SRC/t10k-labels-idx1-ubyte.gz -o "$TMP/test.h5" --no-progress || fail "pack test"
+accs=""
+for mode in async hybrid; do
+  start=$SECONDS
+  run_mpi 4 --data "$TMP/train.h5" --val "$TMP/test.h5" --model lenet --global-batch 256 --epochs 3 --lr 0.05 \
+    --warmup-epochs 0.1 --mode $mode --groups 0,0,1,1 "${SPEEDS[@]}" --log-every 1000 >"$TMP/fm-$mode.out" 2>&1 \
+    || { cat "$TMP/fm-$mode.out"; fail "$mode: Fashion-MNIST training failed"; }
+  acc=$(grep "^validation at sample" "$TMP/fm-$mode.out" | tail -n 1 | sed -n 's/.*accuracy \([0-9.]*\)%.*/\1/p')
+  grep "^done:" "$TMP/fm-$mode.out"
+  [ -n "$acc" ] || { cat "$TMP/fm-$mode.out"; fail "$mode: no validation accuracy"; }
+  /usr/bin/python3 -c "import sys; sys.exit(0 if float('$acc') >= 85.0 else 1)" \
+    || fail "$mode: Fashion-MNIST test accuracy $acc% after 3 epochs, need >= 85%"
+  accs+="$mode $acc% ($((SECONDS - start)) s); "
+done
+pass "async and hybrid: each sample once per epoch, identical group replicas, failures and bad options end cleanly; Fashion-MNIST ${accs% }"
