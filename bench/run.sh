@@ -3,14 +3,14 @@
 # one run; nothing here fails on time (exit 0 unless something crashes). Read ratios, not absolute numbers:
 # the machine may be shared. See bench/README.md.
 #
-#   bench/run.sh [train] [reader] [hetero] [checkpoint]     default: all four
+#   bench/run.sh [train] [reader] [hetero] [checkpoint] [modes]     default: all five
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
 BIN=build/bin
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 CORES=$(getconf _NPROCESSORS_ONLN)
-SECTIONS=${*:-train reader hetero checkpoint}
+SECTIONS=${*:-train reader hetero checkpoint modes}
 TMP=$(mktemp -d /tmp/hetrain-bench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -144,7 +144,8 @@ for s in $SECTIONS; do
     reader) reader ;;
     hetero) echo; echo "== 3. heterogeneous balancing (bench/hetero.sh)"; bench/hetero.sh ;;
     checkpoint) checkpoint ;;
-    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint)" >&2; exit 2 ;;
+    modes) echo; bench/modes.sh ;;
+    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint, modes)" >&2; exit 2 ;;
   esac
 done
 exit 0

@@ -32,8 +32,20 @@ int64_t Balancer::local_offset() const {
 
 void Balancer::record(int64_t b, double compute_seconds) { window_.add(b, compute_seconds); }
 
-bool Balancer::update(int64_t step) {
-  if (!planner_.needs_models(step)) return planner_.advance(step, {});
+bool Balancer::off_model(int64_t step) const {
+  return have_mine_ && planner_.may_refit_early(step) && step - last_early_ >= kCooldown &&
+         window_.newest_off(mine_, kFastRun, kFastRatio);
+}
+
+bool Balancer::update(int64_t step, bool early) {
+  early = early && planner_.may_refit_early(step) && !planner_.needs_models(step);
+  if (!planner_.needs_models(step) && !early) return planner_.advance(step, {});
+  if (early) {
+    last_early_ = step;
+    // The rank(s) whose speed changed fit the new regime from its kFastRun steps alone, and later fits
+    // never mix in the old regime's steps; the others keep their windows.
+    if (have_mine_ && window_.newest_off(mine_, kFastRun, kFastRatio)) window_.keep_newest(kFastRun);
+  }
   CostModel fitted = window_.fit(have_mine_ ? &mine_ : nullptr);
   if (fitted.beta > 0) mine_ = fitted, have_mine_ = true;
   const int n = planner_.size();
@@ -43,7 +55,7 @@ bool Balancer::update(int64_t step) {
   std::vector<CostModel> models(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) models[r] = {all[2 * r], all[2 * r + 1]};
   const std::vector<int64_t> before = planner_.split();
-  planner_.advance(step, models);
+  planner_.advance(step, models, early);
   // Every rank solved the same problem with the same code; rank 0's answer is final all the same, so one
   // plan holds even if some rank's floating point were to differ.
   std::vector<int64_t> agreed = planner_.split();

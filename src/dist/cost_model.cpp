@@ -75,9 +75,8 @@ void CostWindow::add(int64_t b, double seconds) {
 // Index of the first sample of a regime change: the longest run of newest samples (at least
 // kMinShiftRun) that all miss `previous` by more than kShiftRatio in the same direction (a GPU started
 // throttling, another job arrived). 0 when there is none.
-static size_t shift_start(const std::deque<CostSample>& samples, const CostModel& previous) {
-  constexpr double kShiftRatio = 1.5;
-  constexpr size_t kMinShiftRun = 5;
+static size_t shift_start(const std::deque<CostSample>& samples, const CostModel& previous, size_t min_run) {
+  constexpr double kShiftRatio = CostWindow::kShiftRatio;
   int direction = 0;
   size_t start = samples.size();
   while (start > 0) {
@@ -90,12 +89,26 @@ static size_t shift_start(const std::deque<CostSample>& samples, const CostModel
     direction = d;
     --start;
   }
-  return samples.size() - start >= kMinShiftRun ? start : 0;
+  return samples.size() - start >= min_run ? start : 0;
+}
+
+bool CostWindow::newest_off(const CostModel& model, size_t run, double off_ratio) const {
+  if (run == 0 || samples_.size() < run) return false;
+  int direction = 0;
+  for (size_t i = samples_.size() - run; i < samples_.size(); ++i) {
+    const double predicted = model.predict(samples_[i].b);
+    if (samples_[i].b <= 0 || predicted <= 0) return false;
+    const double ratio = samples_[i].seconds / predicted;
+    const int d = ratio > off_ratio ? 1 : ratio < 1.0 / off_ratio ? -1 : 0;
+    if (d == 0 || (direction != 0 && d != direction)) return false;
+    direction = d;
+  }
+  return true;
 }
 
 CostModel CostWindow::fit(const CostModel* previous) const {
   // After a regime change the older samples describe a machine that is gone: fit the new regime alone.
-  const size_t first = previous ? shift_start(samples_, *previous) : 0;
+  const size_t first = previous ? shift_start(samples_, *previous, kMinShiftRun) : 0;
   std::vector<CostSample> s(samples_.begin() + first, samples_.end());
   std::vector<double> w(s.size());
   double weight = 1.0;

@@ -94,6 +94,10 @@ bool BalancePlanner::needs_models(int64_t step) const {
   return config_.mode == BalanceMode::Dynamic && step > first_fit && (step - first_fit) % config_.rebalance_every == 0;
 }
 
+bool BalancePlanner::may_refit_early(int64_t step) const {
+  return config_.mode == BalanceMode::Dynamic && step > 2 * config_.calibration_steps - 1;
+}
+
 void BalancePlanner::set_split(const std::vector<int64_t>& split) {
   HT_CHECK(split.size() == size_t(n_), "balancer: split for ", split.size(), " ranks, world has ", n_);
   int64_t sum = 0;
@@ -106,11 +110,11 @@ void BalancePlanner::set_split(const std::vector<int64_t>& split) {
   split_ = split;
 }
 
-bool BalancePlanner::advance(int64_t step, const std::vector<CostModel>& models) {
+bool BalancePlanner::advance(int64_t step, const std::vector<CostModel>& models, bool early) {
   if (config_.mode == BalanceMode::None) return false;
   const std::vector<int64_t> before = split_;
   if (step == config_.calibration_steps - 1) split_ = perturbed_;  // calibration phase 2 starts
-  if (needs_models(step)) {
+  if (needs_models(step) || (early && may_refit_early(step))) {
     HT_CHECK(models.size() == size_t(n_), "balancer: ", models.size(), " models for ", n_, " ranks");
     // A rank with no usable measurement yet (it only ever had b = 0) borrows the median slope of the others.
     std::vector<double> known;

@@ -225,7 +225,8 @@ class ElasticTrainer {
     auto compute_start = Clock::now();
     const LocalOutcome local = local_step_.run(batch, input, b);
     double compute = seconds_since(compute_start);
-    compute += s_.emulator.apply(world_.rank(), local_steps_, compute);
+    // Emulated speed changes (--emulate-schedule) happen at the same global step in every mode.
+    compute += s_.emulator.apply(world_.rank(), first / cfg_.global_batch, compute);
     window_compute_ += compute;
 
     nn::ParamBuffer& params = s_.model->params();

@@ -48,6 +48,7 @@ struct StepFlags {
   double stop = 0;             // ranks that received a stop signal
   double checkpoint_due = 0;   // rank 0: --checkpoint-minutes have passed
   double output_failed = 0;    // rank 0: a metrics write failed
+  double refit_now = 0;        // ranks whose newest compute times left their cost model
 };
 
 // Loss, accuracy, sample count and non-finite gradient values summed over ranks.
@@ -268,11 +269,16 @@ class Trainer {
 
     // Every rank arrives here before the reduction; a rank that never does is named (--stall-timeout).
     // The wait for slower ranks is idle time, not compute or communication.
+    // The balancer counts the steps of this process: a resumed run calibrates again (its ranks, their
+    // devices and their load may have changed).
+    const int64_t local_step = plan.global_step - s_.start_step;
+    if (s_.fixed_split.empty() && timing_is_typical) s_.balancer->record(b, mine.compute);
     std::vector<double> agreed = {stop_requests() > 0 ? 1.0 : 0.0,
                                   world_.rank() == 0 && checkpointer_.due_by_time() ? 1.0 : 0.0,
-                                  world_.rank() == 0 && outputs_.metrics_failed() ? 1.0 : 0.0};
+                                  world_.rank() == 0 && outputs_.metrics_failed() ? 1.0 : 0.0,
+                                  s_.fixed_split.empty() && s_.balancer->off_model(local_step) ? 1.0 : 0.0};
     mine.idle = s_.arrival->arrive(plan.global_step, agreed);
-    flags = StepFlags{agreed[0], agreed[1], agreed[2]};
+    flags = StepFlags{agreed[0], agreed[1], agreed[2], agreed[3]};
 
     auto comm_start = Clock::now();
     s_.comm->weighted_allreduce(params.grads().data(), params.count(), double(b) / double(plan.global_batch));
@@ -296,11 +302,8 @@ class Trainer {
 
     outputs_.log_samples(plan.epoch, plan.indices);
     if (s_.fixed_split.empty()) {
-      // The balancer counts the steps of this process: a resumed run calibrates again (its ranks, their
-      // devices and their load may have changed).
-      const int64_t local_step = plan.global_step - s_.start_step;
-      if (timing_is_typical) s_.balancer->record(b, mine.compute);
-      if (s_.balancer->update(local_step) && world_.rank() == 0 && !cfg_.quiet) {
+      // A rank whose newest steps left its model (a straggler began or ended) makes everyone refit now.
+      if (s_.balancer->update(local_step, flags.refit_now > 0) && world_.rank() == 0 && !cfg_.quiet) {
         std::printf("rebalance: %s\n", s_.balancer->describe(plan.global_step).c_str());
         std::fflush(stdout);
       }

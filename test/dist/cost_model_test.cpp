@@ -121,3 +121,22 @@ TEST(CostModel, FixedCostIsCappedAtHalfTheStepTime) {
   EXPECT_NEAR(m.predict(80), mean_t, 1e-9) << "the capped model still passes through the mean point";
   EXPECT_GT(m.beta, 0.3e-3);
 }
+
+// The balancer's early refit (Balancer::off_model): the newest steps all far off the model, one way.
+TEST(CostModel, NewestOffSeesASustainedChangeOnly) {
+  const CostModel model{0.0, 0.01};  // 10 ms per sample
+  CostWindow w(20, 0.9);
+  for (int i = 0; i < 10; ++i) w.add(16, 0.16 * (i % 2 ? 1.2 : 0.85));  // noise within ±20%
+  EXPECT_FALSE(w.newest_off(model, 2, 2.0));
+  w.add(16, 0.64);  // a straggler: 4x slower
+  EXPECT_FALSE(w.newest_off(model, 2, 2.0)) << "one slow step is not yet a change";
+  w.add(16, 0.62);
+  EXPECT_TRUE(w.newest_off(model, 2, 2.0));
+  w.add(16, 0.04);  // back to 4x faster than the (slow) model would say: the directions differ
+  EXPECT_FALSE(w.newest_off(model, 2, 2.0));
+  CostWindow recovered(20, 0.9);
+  recovered.add(16, 0.04);
+  recovered.add(16, 0.05);
+  EXPECT_TRUE(recovered.newest_off(CostModel{0.0, 0.04}, 2, 2.0)) << "faster than the model counts too";
+  EXPECT_FALSE(CostWindow(20, 0.9).newest_off(model, 2, 2.0)) << "no samples, no change";
+}

@@ -22,6 +22,8 @@ struct Simulation {
   std::vector<bool> have;
   std::function<double(int, int64_t, int64_t)> seconds;  // (rank, step, b) → compute time
   int changes = 0;
+  bool early_refits = false;  // as Balancer::off_model and update(step, true) do
+  int64_t last_early = -1000;
 
   Simulation(int n, int64_t B, const BalanceConfig& c, std::function<double(int, int64_t, int64_t)> f)
       : planner(n, B, c),
@@ -36,14 +38,19 @@ struct Simulation {
       const int n = planner.size();
       for (int r = 0; r < n; ++r) windows[r].add(planner.split()[r], seconds(r, step, planner.split()[r]));
       std::vector<CostModel> models;
-      if (planner.needs_models(step)) {
+      bool early = false;
+      if (early_refits && planner.may_refit_early(step) && !planner.needs_models(step) && step - last_early >= 4)
+        for (int r = 0; r < n; ++r) early = early || (have[r] && windows[r].newest_off(previous[r], 2, 2.0));
+      if (early) last_early = step;
+      if (planner.needs_models(step) || early) {
         for (int r = 0; r < n; ++r) {
+          if (early && have[r] && windows[r].newest_off(previous[r], 2, 2.0)) windows[r].keep_newest(2);
           CostModel m = windows[r].fit(have[r] ? &previous[r] : nullptr);
           if (m.beta > 0) previous[r] = m, have[r] = true;
           models.push_back(m);
         }
       }
-      bool changed = planner.advance(step, models);
+      bool changed = planner.advance(step, models, early);
       if (changed && step > 2 * planner.config().calibration_steps - 1) ++changes;
     }
   }
@@ -244,4 +251,29 @@ TEST(BalancePlanner, ExcludedRankIsTriedAgain) {
   }
   EXPECT_GT(readmitted_at, 0) << "rank 2 was never tried again";
   EXPECT_LT(readmitted_at, 5 + 10 * 8) << "within 8 refits (α halves each time)";
+}
+
+// A transient straggler (rank 1 four times slower for 20 steps) with refits every 20 steps: the early refit
+// moves samples off it within a few steps and back within a few steps after it recovers; the scheduled
+// refits alone leave most of the episode at the old split.
+TEST(BalancePlanner, EarlyRefitFollowsATransientStraggler) {
+  auto seconds = [](int r, int64_t step, int64_t b) {
+    const bool slow = r == 1 && step >= 47 && step < 67;
+    return (slow ? 4.0 : 1.0) * (0.002 + 0.001 * double(b));
+  };
+  for (const bool early : {false, true}) {
+    SCOPED_TRACE(early ? "with early refits" : "scheduled refits only");
+    Simulation sim(2, 64, dynamic_config(20), seconds);
+    sim.early_refits = early;
+    sim.run(0, 47);
+    EXPECT_EQ(sim.planner.split(), (std::vector<int64_t>{32, 32}));
+    sim.run(47, 51);  // the straggler's first 4 steps
+    if (early)
+      EXPECT_GT(sim.planner.split()[0], 45) << "moved off the straggler after 2 slow steps";
+    else
+      EXPECT_EQ(sim.planner.split()[1], 32) << "the next scheduled refit is only at step 65";
+    sim.run(51, 71);  // the episode's end and 4 steps after it
+    if (early) EXPECT_LE(std::abs(sim.planner.split()[0] - 32), 2) << "back to even within 4 steps";
+    else EXPECT_GT(sim.planner.split()[0], 40) << "still away from the recovered rank until step 85";
+  }
 }

@@ -44,7 +44,7 @@ bad "no '='" "noeq.ini:1: expected 'key = value'" --config "$TMP/noeq.ini"
 bad "missing file" "--config $TMP/nothing.ini: cannot read the file" --config "$TMP/nothing.ini"
 printf 'lr = fast\n' >"$TMP/value.ini"
 bad "bad value" "value.ini" --config "$TMP/value.ini"
-bad "prefix of an option" "unknown option '--mode' (did you mean --model?)" --mode async
+bad "prefix of an option" "unknown option '--mod' (did you mean --model, --mode?)" --mod async
 bad "abbreviation" "unknown option '--glob' (did you mean --global-batch?)" --glob 32
 bad "typo" "unknown option '--epoch' (did you mean --epochs?)" --epoch 3
 pass "config files repeat a run bit for bit, the command line overrides them, bad keys name file and line, abbreviations are refused"

@@ -41,8 +41,18 @@ class CostWindow {
   explicit CostWindow(int capacity = 40, double decay = 0.9);
   void add(int64_t b, double seconds);
   void clear() { samples_.clear(); }
+  // Forgets all but the newest n samples (a regime change: the older ones describe a machine that is gone).
+  void keep_newest(size_t n) {
+    while (samples_.size() > n) samples_.pop_front();
+  }
   int64_t size() const { return int64_t(samples_.size()); }
+  // Weighted least squares over the window; after a regime change (at least kMinShiftRun newest samples
+  // all off `previous` by more than kShiftRatio, in one direction) over the new regime's samples only.
   CostModel fit(const CostModel* previous) const;
+  // The newest `run` samples all miss `model` by more than `ratio` in the same direction.
+  bool newest_off(const CostModel& model, size_t run, double ratio) const;
+  static constexpr double kShiftRatio = 1.5;
+  static constexpr size_t kMinShiftRun = 5;
 
  private:
   int capacity_;
@@ -107,9 +117,13 @@ class BalancePlanner {
   const BalanceConfig& config() const { return config_; }
   // True when advance(step) needs every rank's fitted model (the MPI Balancer allgathers only then).
   bool needs_models(int64_t step) const;
+  // Dynamic mode after the first fit: a refit may also come between the scheduled ones, when a rank's
+  // newest steps miss its model (agreed by all ranks; see Balancer::off_model).
+  bool may_refit_early(int64_t step) const;
   // Called after `step` on every rank with the same models (empty when !needs_models(step)).
   // Returns true when split() changed.
-  bool advance(int64_t step, const std::vector<CostModel>& models);
+  // `early`: an agreed refit outside the schedule (then models are given, as for a scheduled one).
+  bool advance(int64_t step, const std::vector<CostModel>& models, bool early = false);
   // Replaces the split (checkpoint resume with the same world size; the MPI Balancer's agreement step).
   // Throws unless Σ = B, 0 ≤ b_r ≤ cap_r and the length is n.
   void set_split(const std::vector<int64_t>& split);

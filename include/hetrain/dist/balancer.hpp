@@ -27,8 +27,17 @@ class Balancer {
   // After each step: this rank's b and its compute seconds (forward+backward+emulated sleep; no data
   // waiting, no communication). Local only.
   void record(int64_t b, double compute_seconds);
-  // After each step, on every rank. Collective only at the planner's deterministic steps.
-  bool update(int64_t step);
+  // Local: this rank's newest kFastRun steps all miss its fitted model by more than kFastRatio, the same
+  // way (a straggler began or ended), and no early refit came in the last kCooldown steps. The ratio is
+  // well above the timing noise of a shared machine, so steady speeds do not trigger it. The trainer sums this
+  // over the ranks in the step's agreement; update(step, true) on every rank then refits at once.
+  bool off_model(int64_t step) const;
+  // After each step, on every rank. Collective only at the planner's deterministic steps, and when
+  // `early` (the same on every rank) asks for a refit now.
+  bool update(int64_t step, bool early = false);
+  static constexpr size_t kFastRun = 2;
+  static constexpr double kFastRatio = 2.0;
+  static constexpr int64_t kCooldown = 4;
 
   const BalancePlanner& planner() const { return planner_; }
   std::vector<double> speeds() const { return planner_.speeds(); }
@@ -43,6 +52,7 @@ class Balancer {
   CostWindow window_;
   CostModel mine_;
   bool have_mine_ = false;
+  int64_t last_early_ = -1000000;  // step of the last early refit
 };
 
 }  // namespace hetrain::dist
