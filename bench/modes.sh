@@ -25,6 +25,7 @@ TARGET=${MODES_TARGET:-85}
 VAL_EVERY=${MODES_VAL_EVERY:-10000}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_base_warn_component_unused=0
+export OMPI_MCA_rmaps_base_oversubscribe=1  # 4 ranks on fewer cores
 SRC=/usr/share/datasets/fashion-mnist
 if [ ! -x "$BIN" ] || [ ! -x "$PACK" ]; then echo "modes: $BIN is not built — skipped"; exit 0; fi
 if [ ! -f $SRC/train-images-idx3-ubyte.gz ]; then echo "modes: dataset-fashion-mnist is not installed (make deps) — skipped"; exit 0; fi

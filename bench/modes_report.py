@@ -95,7 +95,8 @@ def main():
         ax.set_xlabel("training wall time (s), validation excluded")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("test accuracy (%)")
-    axes[0].legend()
+    if axes[0].get_lines():
+        axes[0].legend()
     fig.suptitle("hetrain modes: lenet on Fashion-MNIST, 4 ranks, seed 1")
     fig.tight_layout()
     fig.savefig(png, dpi=100)
