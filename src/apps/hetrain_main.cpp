@@ -91,17 +91,17 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
        "train only this many steps, the LR schedule fitted to them (0 = epochs x steps per epoch)")
       ("stop-at-step", po::value(&c.stop_at_step)->default_value(0),
        "end after this global step as if preempted: checkpoint written, LR schedule of the whole run (0 = off)")
-      ("lr", po::value(&c.lr)->default_value(0.1f), "base learning rate")
+      ("lr", po::value(&c.lr)->default_value(0.1f, "0.1"), "base learning rate")
       ("linear-scaling", po::bool_switch(&c.linear_scaling), "use lr × global-batch / 256 (linear scaling rule)")
-      ("warmup-epochs", po::value(&c.warmup_epochs)->default_value(0.0f), "linear warm-up length in epochs")
+      ("warmup-epochs", po::value(&c.warmup_epochs)->default_value(0.0f, "0"), "linear warm-up length in epochs")
       ("schedule", po::value(&c.schedule)->default_value("cosine"), "after warm-up: cosine | step | constant")
       ("milestones", po::value(&milestones), "step schedule: epochs at which lr is multiplied by --gamma, e.g. 30,60")
-      ("gamma", po::value(&c.gamma)->default_value(0.1f), "step schedule factor")
-      ("momentum", po::value(&c.momentum)->default_value(0.9f), "SGD momentum")
+      ("gamma", po::value(&c.gamma)->default_value(0.1f, "0.1"), "step schedule factor")
+      ("momentum", po::value(&c.momentum)->default_value(0.9f, "0.9"), "SGD momentum")
       ("nesterov", po::bool_switch(&c.nesterov), "Nesterov momentum")
-      ("weight-decay", po::value(&c.weight_decay)->default_value(5e-4f), "L2 weight decay")
+      ("weight-decay", po::value(&c.weight_decay)->default_value(5e-4f, "5e-4"), "L2 weight decay")
       ("no-bn-decay", po::bool_switch(&no_bn_decay), "no weight decay on batch-norm parameters and biases")
-      ("label-smoothing", po::value(&c.label_smoothing)->default_value(0.0f), "label smoothing epsilon")
+      ("label-smoothing", po::value(&c.label_smoothing)->default_value(0.0f, "0"), "label smoothing epsilon")
       ("seed", po::value(&c.seed)->default_value(1), "seed of initialisation, sample order and augmentation")
       ("threads", po::value(&c.threads)->default_value(1), "CPU threads per rank")
       ("device", po::value(&c.device)->default_value("auto"),
@@ -114,7 +114,7 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
        "shared center model (elastic averaging) | hybrid = sync inside each --groups group, async between groups")
       ("groups", po::value(&c.groups)->default_value("node"),
        "hybrid: node = the ranks of one node | LIST = a group id per rank, e.g. 0,0,1,1")
-      ("elastic-alpha", po::value(&c.elastic_alpha)->default_value(0.2f),
+      ("elastic-alpha", po::value(&c.elastic_alpha)->default_value(0.2f, "0.2"),
        "async/hybrid: the elastic pull alpha in (0, 1]: delta = alpha (local - center)")
       ("elastic-every", po::value(&c.elastic_every)->default_value(1),
        "async/hybrid: trade with the center every tau local steps")

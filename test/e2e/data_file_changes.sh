@@ -15,11 +15,15 @@ $PACK synthetic --count 3000 --channels 1 --size 28 --classes 10 -o "$TMP/other.
 start() {
   local ranks=$1; shift
   cp "$TMP/data.h5" "$TMP/live.h5"
+  # The previous run's output must not count as this one's progress: the redirection below happens in the
+  # background job, possibly after the loop has read the old file.
+  rm -f "$TMP/out" "$TMP/err"
   timeout 120 mpirun -n "$ranks" "$HETRAIN" train --data "$TMP/live.h5" --model lenet --global-batch 64 \
     --log-every 1 "$@" >"$TMP/out" 2>"$TMP/err" &
   PID=$!
   for _ in $(seq 600); do
-    [ "$(grep -c '^step' "$TMP/out")" -ge 3 ] && return 0
+    n=$(grep -c '^step' "$TMP/out" 2>/dev/null)
+    [ "${n:-0}" -ge 3 ] && return 0
     kill -0 $PID 2>/dev/null || break
     sleep 0.05
   done
