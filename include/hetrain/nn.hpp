@@ -73,6 +73,11 @@ struct ModelConfig {
   int num_classes = 10;
 };
 
+// Called between consecutive layers of every Sequential's forward and backward when set (nullptr: nothing).
+// The asynchronous training modes poll MPI there, so that one-sided operations aimed at this rank progress
+// while it computes (dist::RmaProgress). Process-wide; the training loop sets and clears it.
+void set_between_layers_hook(void (*hook)());
+
 class Model {
  public:
   virtual ~Model() = default;

@@ -2,6 +2,7 @@
 #include "hetrain/dist/elastic.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "hetrain/error.hpp"
@@ -127,6 +128,34 @@ void SampleCounter::close() {
   open_ = false;
   HT_MPI_CHECK(MPI_Win_unlock_all(win_));
   HT_MPI_CHECK(MPI_Win_free(&win_));
+}
+
+namespace {
+MPI_Comm g_progress_comm = MPI_COMM_NULL;
+}
+
+RmaProgress::RmaProgress(MPI_Comm comm) {
+  HT_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
+  g_progress_comm = comm_;
+}
+
+RmaProgress::~RmaProgress() {
+  if (g_progress_comm == comm_) g_progress_comm = MPI_COMM_NULL;
+}
+
+void RmaProgress::poll() {
+  if (g_progress_comm == MPI_COMM_NULL) return;
+  static auto last = std::chrono::steady_clock::time_point{};
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last < std::chrono::microseconds(100)) return;
+  last = now;
+  int flag = 0;
+  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, g_progress_comm, &flag, MPI_STATUS_IGNORE);
+}
+
+void RmaProgress::close() {
+  if (g_progress_comm == comm_) g_progress_comm = MPI_COMM_NULL;
+  if (comm_ != MPI_COMM_NULL) HT_MPI_CHECK(MPI_Comm_free(&comm_));
 }
 
 }  // namespace hetrain::dist

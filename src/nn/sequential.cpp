@@ -1,17 +1,30 @@
 // nn/sequential.cpp
 #include "nn/sequential.hpp"
 
+#include "hetrain/nn.hpp"
+
 namespace hetrain::nn {
+namespace {
+void (*g_between_layers)() = nullptr;
+}
+
+void set_between_layers_hook(void (*hook)()) { g_between_layers = hook; }
 
 Tensor Sequential::forward(const Tensor& x, bool training) {
   Tensor h = x;
-  for (auto& l : layers_) h = l->forward(h, training);
+  for (auto& l : layers_) {
+    h = l->forward(h, training);
+    if (g_between_layers) g_between_layers();
+  }
   return h;
 }
 
 Tensor Sequential::backward(const Tensor& dy) {
   Tensor g = dy;
-  for (size_t i = layers_.size(); i-- > 0;) g = layers_[i]->backward(g);
+  for (size_t i = layers_.size(); i-- > 0;) {
+    g = layers_[i]->backward(g);
+    if (g_between_layers) g_between_layers();
+  }
   return g;
 }
 

@@ -91,6 +91,9 @@ class ElasticTrainer {
     Tensor host = params.values().to(Device::CPU);  // the center starts as the (identical) replicas
     dist::ElasticCenter center(world_.comm(), params.count(), host.data());
     dist::SampleCounter counter(world_.comm(), first_sample);
+    // Other ranks' reads and pushes aimed at this one progress while it computes: MPI is polled between layers.
+    dist::RmaProgress progress(world_.comm());
+    nn::set_between_layers_hook(&dist::RmaProgress::poll);
     center_ = &center;
     counter_ = &counter;
 
@@ -134,6 +137,8 @@ class ElasticTrainer {
     if (on_gpu()) params.values().copy_from(host);  // on the CPU, host is the parameters themselves
     center_ = nullptr;
     counter_ = nullptr;
+    nn::set_between_layers_hook(nullptr);
+    progress.close();
     counter.close();
     center.close();
     sync_running_stats();
@@ -260,14 +265,18 @@ class ElasticTrainer {
       center_values_.resize(size_t(params.count()));
       delta_.resize(size_t(params.count()));
       const int64_t seen = counter_->updates();
+      const auto read_start = Clock::now();
       center_->read(center_values_.data());
+      slowest_center_op_ = std::max(slowest_center_op_, seconds_since(read_start));
       const float alpha = cfg_.elastic_alpha;
       float* w = local.data();
       for (int64_t i = 0; i < params.count(); ++i) {
         delta_[size_t(i)] = alpha * (w[i] - center_values_[size_t(i)]);
         w[i] -= delta_[size_t(i)];
       }
+      const auto add_start = Clock::now();
       center_->add(delta_.data());
+      slowest_center_op_ = std::max(slowest_center_op_, seconds_since(add_start));
       // Staleness: the center updates by other groups between this read and this push.
       staleness_sum_ += double(counter_->count_update() - seen);
       ++pushes_;
@@ -379,6 +388,8 @@ class ElasticTrainer {
   void report_end(const TrainResult& result, bool stopped) {
     double staleness[2] = {staleness_sum_, double(pushes_)};
     HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, staleness, 2, MPI_DOUBLE, MPI_SUM, world_.comm()));
+    double slowest = slowest_center_op_;
+    HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE, MPI_MAX, world_.comm()));
     if (world_.rank() != 0) return;
     if (stopped)
       std::printf("stopped after %lld of %lld samples (stop signal)%s\n", (long long)(result.steps * cfg_.global_batch),
@@ -386,11 +397,11 @@ class ElasticTrainer {
     char val[48] = "";
     if (result.val_accuracy >= 0) std::snprintf(val, sizeof val, ", val accuracy %.2f%%", 100.0 * result.val_accuracy);
     if (!cfg_.quiet)
-      std::printf("done: %lld step(s) of %lld samples, %.1f samples/s, %lld center updates (mean staleness %.2f), "
-                  "final train loss %.4f%s\n",
+      std::printf("done: %lld step(s) of %lld samples, %.1f samples/s, %lld center updates (mean staleness %.2f, "
+                  "slowest read or push %.1f ms), final train loss %.4f%s\n",
                   (long long)result.steps, (long long)cfg_.global_batch, result.samples_per_second,
-                  (long long)staleness[1], staleness[1] > 0 ? staleness[0] / staleness[1] : 0.0, result.final_loss,
-                  val);
+                  (long long)staleness[1], staleness[1] > 0 ? staleness[0] / staleness[1] : 0.0, 1e3 * slowest,
+                  result.final_loss, val);
     std::fflush(stdout);
   }
 
@@ -411,6 +422,7 @@ class ElasticTrainer {
   bool stop_sent_ = false;
   int64_t local_steps_ = 0, trained_samples_ = 0, pushes_ = 0;
   double staleness_sum_ = 0;
+  double slowest_center_op_ = 0;  // seconds: the longest center read or push of this rank
   double window_loss_ = 0, window_correct_ = 0, window_count_ = 0, last_window_loss_ = 0;
   double window_compute_ = 0, window_wait_ = 0, window_comm_ = 0;
   float window_lr_ = 0;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The asynchronous and hybrid modes (--mode async|hybrid): every sample exactly once per epoch through the
 # shared counter with unequal ranks; replicas identical inside a hybrid group at every step; a rank that fails
-# ends the job with one line and no hang; a stop signal checkpoints the center and a resume on another
+# ends the job with one line and no hang; over the cross-node one-sided path (osc/pt2pt) no read or push
+# waits for its target's step; a stop signal checkpoints the center and a resume on another
 # world size finishes; bad options refused with one line; and both modes learn
 # Fashion-MNIST (lenet, 4 ranks, emulated speeds, 3 epochs: at least 85% test accuracy).
 source "$(dirname "$0")/lib.sh"
@@ -60,6 +61,23 @@ ls "$TMP"/ck/checkpoint-*.h5 >/dev/null 2>&1 || fail "no checkpoint after the st
 run_mpi 2 "${A[@]}" --resume auto >"$TMP/resume.out" 2>&1 || { cat "$TMP/resume.out"; fail "async resume failed"; }
 grep -q "^resuming at sample [0-9]* of 12288" "$TMP/resume.out" || { cat "$TMP/resume.out"; fail "the resumed run did not continue"; }
 grep -q "^done: 96 step(s) of 128 samples" "$TMP/resume.out" || { cat "$TMP/resume.out"; fail "the resumed run did not finish all 12288 samples"; }
+
+# 3b. The cross-node one-sided path, forced on one machine (Open MPI osc/pt2pt over TCP): a read or push
+# aimed at a rank that computes must not wait for its step to end. The ranks poll MPI between layers; the
+# slowest center operation must stay under half a local step (without the polling it takes about a step).
+OMPI_MCA_osc=pt2pt OMPI_MCA_btl=self,tcp run_mpi 4 --model resnet20 --synthetic 1024 --synthetic-shape 3,32,32 \
+  --global-batch 128 --epochs 1 --lr 0.05 --mode async --log-every 1000 >"$TMP/pt2pt.out" 2>&1 \
+  || { cat "$TMP/pt2pt.out"; fail "async over osc/pt2pt failed"; }
+done_line=$(grep '^done:' "$TMP/pt2pt.out") || { cat "$TMP/pt2pt.out"; fail "async over osc/pt2pt did not finish"; }
+/usr/bin/python3 - "$done_line" <<'PY' || fail "a center operation over osc/pt2pt waited for its target's step"
+import re, sys
+line = sys.argv[1]
+rate = float(re.search(r"([0-9.]+) samples/s", line).group(1))
+slowest = float(re.search(r"slowest read or push ([0-9.]+) ms", line).group(1)) / 1e3
+step = 4 * 32 / rate  # 4 ranks of 32 samples a local step
+print("osc/pt2pt: slowest center read or push %.1f ms, local step %.0f ms (%s)" % (1e3 * slowest, 1e3 * step, line))
+sys.exit(0 if slowest < 0.5 * step else 1)
+PY
 
 # 4. Bad options: one line, non-zero exit.
 bad() {  # bad NAME EXPECTED ARGS...

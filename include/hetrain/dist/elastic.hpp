@@ -81,4 +81,23 @@ class SampleCounter {
   bool open_ = false;
 };
 
+// Keeps passive-target operations aimed at this rank moving while it computes. Over shared memory
+// (Open MPI's osc/sm) a read or push needs nothing from its target; over a network (osc/pt2pt, osc/ucx) it
+// waits until the target enters MPI, which a training rank does once a step. poll() enters MPI
+// (MPI_Iprobe on a private communicator, nothing is ever sent there) from the main thread, as
+// MPI_THREAD_FUNNELED allows; the training loop calls it between layers (nn::set_between_layers_hook).
+// A helper thread would need MPI_THREAD_MULTIPLE, under which Open MPI 4.1 offers no osc/pt2pt at all.
+class RmaProgress {
+ public:
+  explicit RmaProgress(MPI_Comm comm);  // collective (duplicates comm); becomes the one poll() uses
+  ~RmaProgress();
+  RmaProgress(const RmaProgress&) = delete;
+  RmaProgress& operator=(const RmaProgress&) = delete;
+  static void poll();  // no-op without a live RmaProgress; rate-limited to one probe per 100 µs
+  void close();        // collective: frees the private communicator
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
 }  // namespace hetrain::dist
