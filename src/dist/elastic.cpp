@@ -4,10 +4,25 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string>
 
 #include "hetrain/error.hpp"
 
 namespace hetrain::dist {
+namespace {
+// MPI_Win_allocate with a message that says what to do: the usual failure is Open MPI choosing its RDMA
+// one-sided component across nodes that have no RDMA network.
+void allocate_window(MPI_Aint bytes, int unit, MPI_Comm comm, void* base, MPI_Win* win, const char* what) {
+  const int rc = MPI_Win_allocate(bytes, unit, MPI_INFO_NULL, comm, base, win);
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  HT_THROW("--mode async/hybrid: MPI cannot create the one-sided window of the ", what, " (MPI_Win_allocate: ",
+           std::string(text, size_t(len)), "); with Open MPI across nodes without an RDMA network, run "
+           "mpirun --mca osc pt2pt (or export OMPI_MCA_osc=pt2pt) — see docs/architecture.md");
+}
+}  // namespace
 
 void ElasticCenter::shard(int64_t count, int ranks, int r, int64_t* first, int64_t* size) {
   const int64_t base = count / ranks, extra = count % ranks;
@@ -24,8 +39,7 @@ ElasticCenter::ElasticCenter(MPI_Comm comm, int64_t count, const float* initial)
   for (int r = 0; r < ranks_; ++r) shard(count, ranks_, r, &first_[size_t(r)], &size_[size_t(r)]);
   HT_CHECK(size_[0] <= INT32_MAX, "elastic center: a shard of ", size_[0], " floats is too large for MPI counts");
   float* mine = nullptr;
-  HT_MPI_CHECK(MPI_Win_allocate(MPI_Aint(size_[size_t(rank)] * sizeof(float)), sizeof(float), MPI_INFO_NULL, comm,
-                                &mine, &win_));
+  allocate_window(MPI_Aint(size_[size_t(rank)] * sizeof(float)), sizeof(float), comm, &mine, &win_, "center model");
   HT_MPI_CHECK(MPI_Win_set_errhandler(win_, MPI_ERRORS_RETURN));
   if (size_[size_t(rank)] > 0)
     std::memcpy(mine, initial + first_[size_t(rank)], size_t(size_[size_t(rank)]) * sizeof(float));
@@ -74,11 +88,16 @@ constexpr int64_t kStopBit = int64_t(1) << 60;
 SampleCounter::SampleCounter(MPI_Comm comm, int64_t first_sample) {
   int rank = 0;
   HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  HT_MPI_CHECK(MPI_Comm_size(comm, &ranks_));
   int64_t* slots = nullptr;
-  const MPI_Aint bytes = rank == 0 ? MPI_Aint(kSlots * sizeof(int64_t)) : 0;
-  HT_MPI_CHECK(MPI_Win_allocate(bytes, sizeof(int64_t), MPI_INFO_NULL, comm, &slots, &win_));
+  const int count = kSlots + ranks_;  // then one trained-samples slot per world rank
+  const MPI_Aint bytes = rank == 0 ? MPI_Aint(count * sizeof(int64_t)) : 0;
+  allocate_window(bytes, sizeof(int64_t), comm, &slots, &win_, "sample counter");
   HT_MPI_CHECK(MPI_Win_set_errhandler(win_, MPI_ERRORS_RETURN));
-  if (rank == 0) slots[kClaimed] = first_sample, slots[kUpdates] = 0, slots[kStopRequests] = 0, slots[kStopPosition] = 0;
+  if (rank == 0) {
+    for (int i = 0; i < count; ++i) slots[i] = 0;
+    slots[kClaimed] = first_sample;
+  }
   HT_MPI_CHECK(MPI_Barrier(comm));
   HT_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_));
   open_ = true;
@@ -121,6 +140,16 @@ int64_t SampleCounter::stop_position() {
     const int64_t p = fetch_and_op(kStopPosition, 0, MPI_NO_OP);
     if (p > 0) return p - 1;
   }
+}
+
+void SampleCounter::add_trained(int leader, int64_t n) { fetch_and_op(kSlots + leader, n, MPI_SUM); }
+
+std::vector<int64_t> SampleCounter::trained_by_leader() {
+  std::vector<int64_t> out(size_t(ranks_), 0);
+  HT_MPI_CHECK(MPI_Get_accumulate(nullptr, 0, MPI_INT64_T, out.data(), ranks_, MPI_INT64_T, 0, kSlots, ranks_,
+                                  MPI_INT64_T, MPI_NO_OP, win_));
+  HT_MPI_CHECK(MPI_Win_flush(0, win_));
+  return out;
 }
 
 void SampleCounter::close() {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -74,6 +75,11 @@ class ElasticTrainer {
     HT_MPI_CHECK(MPI_Allgather(&local_batch_, 1, MPI_INT64_T, member_batches_.data(), 1, MPI_INT64_T, group_));
     group_batch_ = std::accumulate(member_batches_.begin(), member_batches_.end(), int64_t(0));
     if (group_size_ > 1) group_comm_ = dist::make_gradient_communicator(group_, s_.device_kind, false);
+    // Every rank learns every rank's group leader (a group is named after its leader's world rank).
+    leader_ = group_rank_ == 0 ? world_.rank() : -1;
+    HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &leader_, 1, MPI_INT, MPI_MAX, group_));
+    leaders_.resize(size_t(world_.size()));
+    HT_MPI_CHECK(MPI_Allgather(&leader_, 1, MPI_INT, leaders_.data(), 1, MPI_INT, world_.comm()));
     const auto& info = s_.train->info();
     total_samples_ = cfg.max_steps > 0 ? std::min(cfg.max_steps * cfg.global_batch, info.num_samples * cfg.epochs)
                                        : info.num_samples * cfg.epochs;
@@ -89,8 +95,15 @@ class ElasticTrainer {
     nn::ParamBuffer& params = s_.model->params();
     const int64_t first_sample = std::min(s_.start_step * cfg_.global_batch, total_samples_);
     Tensor host = params.values().to(Device::CPU);  // the center starts as the (identical) replicas
-    dist::ElasticCenter center(world_.comm(), params.count(), host.data());
-    dist::SampleCounter counter(world_.comm(), first_sample);
+    // Window creation fails alike everywhere (no usable one-sided component): one line from rank 0.
+    std::unique_ptr<dist::ElasticCenter> center_window;
+    std::unique_ptr<dist::SampleCounter> counter_window;
+    dist::agree_on(world_.comm(), [&] {
+      center_window = std::make_unique<dist::ElasticCenter>(world_.comm(), params.count(), host.data());
+    });
+    dist::agree_on(world_.comm(), [&] { counter_window = std::make_unique<dist::SampleCounter>(world_.comm(), first_sample); });
+    dist::ElasticCenter& center = *center_window;
+    dist::SampleCounter& counter = *counter_window;
     // Other ranks' reads and pushes aimed at this one progress while it computes: MPI is polled between layers.
     dist::RmaProgress progress(world_.comm());
     nn::set_between_layers_hook(&dist::RmaProgress::poll);
@@ -250,6 +263,7 @@ class ElasticTrainer {
     }
     ++local_steps_;
     trained_samples_ += b;
+    if (group_rank_ == 0 && cfg_.mode == "hybrid") counter_->add_trained(leader_, n);
     window_loss_ += local.loss_sum;
     window_correct_ += local.correct;
     window_count_ += double(b);
@@ -298,10 +312,24 @@ class ElasticTrainer {
     const double rate = seconds > 0 ? double(position - report_position_) / seconds : 0;
     const int64_t per_epoch = s_.train->info().num_samples;
     last_window_loss_ = window_loss_ / std::max(1.0, window_count_);
-    std::printf("samples %lld/%lld  epoch %.2f/%d  loss %.4f  acc %6.2f%%  lr %.4g  %8.1f samples/s (all ranks)"
+    std::string groups;  // hybrid: each group's rate since the last line
+    if (cfg_.mode == "hybrid") {
+      const std::vector<int64_t> trained = counter_->trained_by_leader();
+      if (last_trained_.empty()) last_trained_.assign(trained.size(), 0);
+      for (size_t r = 0; r < trained.size(); ++r) {
+        if (leaders_[r] != int(r)) continue;
+        char part[64];
+        std::snprintf(part, sizeof part, "%s%d: %.0f", groups.empty() ? "" : ", ", group_number(int(r)),
+                      seconds > 0 ? double(trained[r] - last_trained_[r]) / seconds : 0.0);
+        groups += part;
+      }
+      groups = "  groups [" + groups + "] samples/s";
+      last_trained_ = trained;
+    }
+    std::printf("samples %lld/%lld  epoch %.2f/%d  loss %.4f  acc %6.2f%%  lr %.4g  %8.1f samples/s (all ranks)%s"
                 "  staleness %.2f  compute %.0f%%\n",
                 (long long)position, (long long)total_samples_, double(position) / double(per_epoch), cfg_.epochs,
-                last_window_loss_, 100.0 * window_correct_ / std::max(1.0, window_count_), window_lr_, rate,
+                last_window_loss_, 100.0 * window_correct_ / std::max(1.0, window_count_), window_lr_, rate, groups.c_str(),
                 pushes_ > 0 ? staleness_sum_ / double(pushes_) : 0.0,
                 100.0 * window_compute_ / std::max(1e-9, window_compute_ + window_wait_ + window_comm_));
     std::fflush(stdout);
@@ -311,14 +339,19 @@ class ElasticTrainer {
     window_compute_ = window_wait_ = window_comm_ = 0;
   }
 
+  // Groups numbered 0, 1, ... in the order of their leaders' ranks.
+  int group_number(int leader) const {
+    int number = 0;
+    for (int r = 0; r < leader; ++r) number += leaders_[size_t(r)] == r;
+    return number;
+  }
+
   void announce() {
-    const std::string table = world_.rank_table(s_.device);
+    const std::string table =
+        world_.rank_table(cfg_.mode == "hybrid" ? s_.device + ", group " + std::to_string(group_number(leader_)) : s_.device);
     std::vector<int64_t> batches(size_t(world_.size()));
     HT_MPI_CHECK(MPI_Allgather(&local_batch_, 1, MPI_INT64_T, batches.data(), 1, MPI_INT64_T, world_.comm()));
-    int leader = group_rank_ == 0 ? world_.rank() : -1;
-    HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MAX, group_));  // the group's leader
-    std::vector<int> leaders(size_t(world_.size()));
-    HT_MPI_CHECK(MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, world_.comm()));
+    const std::vector<int>& leaders = leaders_;
     if (world_.rank() != 0) return;
     for (const std::string& note : s_.notes) std::printf("%s\n", note.c_str());
     if (!cfg_.quiet) {
@@ -413,6 +446,9 @@ class ElasticTrainer {
   LocalStep local_step_;
   MPI_Comm group_ = MPI_COMM_NULL;
   int group_rank_ = 0, group_size_ = 1;
+  int leader_ = 0;                   // world rank of this group's leader
+  std::vector<int> leaders_;         // every rank's group leader
+  std::vector<int64_t> last_trained_;  // rank 0, hybrid: each group's samples at the last progress line
   std::unique_ptr<dist::Communicator> group_comm_;  // groups of two or more: the in-group reduction
   int64_t local_batch_ = 1, group_batch_ = 1, total_samples_ = 0;
   std::vector<int64_t> member_batches_;

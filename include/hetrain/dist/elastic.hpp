@@ -73,11 +73,16 @@ class SampleCounter {
   // stop position, the same for every rank (collective decisions in the asynchronous modes rely on it).
   void request_stop();
   int64_t stop_position();          // after a claim said stopped
+  // Samples trained per group, a slot per world rank (a group counts under its leader's rank): for the
+  // progress lines' per-group rates.
+  void add_trained(int leader, int64_t n);
+  std::vector<int64_t> trained_by_leader();
   void close();                     // collective
 
  private:
   int64_t fetch_and_op(int slot, int64_t operand, MPI_Op op);
   MPI_Win win_ = MPI_WIN_NULL;
+  int ranks_ = 1;
   bool open_ = false;
 };
 
