@@ -392,29 +392,9 @@ class ElasticTrainer {
   }
 
   void save_checkpoint(int64_t samples_done) {
-    CheckpointInfo info;
-    const auto& data = s_.train->info();
-    info.model = cfg_.model;
-    info.input_shape = {data.channels, data.height, data.width};
-    info.num_classes = data.num_classes;
     // A resume continues at this step boundary of the global batch (samples past it are trained again).
-    info.global_step = samples_done / cfg_.global_batch;
-    info.steps_per_epoch = s_.plan->steps_per_epoch();
-    info.epoch = info.global_step / info.steps_per_epoch;
-    info.step_in_epoch = info.global_step % info.steps_per_epoch;
-    info.samples_in_epoch = info.step_in_epoch * cfg_.global_batch;
-    info.global_batch = cfg_.global_batch;
-    info.num_samples = data.num_samples;
-    info.seed = cfg_.seed;
-    info.world_size = world_.size();
-    info.schedule = s_.schedule->config();
-    info.peak_lr = s_.schedule->peak_lr();
-    info.total_steps = s_.total_steps;
-    info.sgd = s_.sgd->config();
-    info.config_text = cfg_.config_text.empty() ? cfg_.canonical() : cfg_.config_text;
+    CheckpointInfo info = checkpoint_info(cfg_, s_, samples_done / cfg_.global_batch, world_.size());
     info.split.assign(size_t(world_.size()), local_batch_);
-    info.alpha.assign(size_t(world_.size()), 0.0);
-    info.beta.assign(size_t(world_.size()), 0.0);
     checkpointer_.write(info, s_.model->params(), *s_.sgd);
   }
 

@@ -68,6 +68,31 @@ RunIdentity run_identity(const TrainConfig& cfg, const Setup& s) {
   return r;
 }
 
+CheckpointInfo checkpoint_info(const TrainConfig& cfg, const Setup& s, int64_t global_step, int world_size) {
+  const auto& data = s.train->info();
+  CheckpointInfo info;
+  info.model = cfg.model;
+  info.input_shape = {data.channels, data.height, data.width};
+  info.num_classes = data.num_classes;
+  info.global_step = global_step;
+  info.steps_per_epoch = s.plan->steps_per_epoch();
+  info.epoch = global_step / info.steps_per_epoch;
+  info.step_in_epoch = global_step % info.steps_per_epoch;
+  info.samples_in_epoch = info.step_in_epoch * cfg.global_batch;
+  info.global_batch = cfg.global_batch;
+  info.num_samples = data.num_samples;
+  info.seed = cfg.seed;
+  info.world_size = world_size;
+  info.schedule = s.schedule->config();
+  info.peak_lr = s.schedule->peak_lr();
+  info.total_steps = s.total_steps;
+  info.sgd = s.sgd->config();
+  info.config_text = cfg.config_text.empty() ? cfg.canonical() : cfg.config_text;
+  info.alpha.assign(size_t(world_size), 0.0);
+  info.beta.assign(size_t(world_size), 0.0);
+  return info;
+}
+
 void resolve_device(const std::string& requested, int threads, bool quiet, const dist::World& world, Setup& s) {
   const std::string cpu = "cpu (" + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
   const int gpus = requested == "cpu" ? 0 : cuda_device_count();

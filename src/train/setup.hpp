@@ -51,6 +51,10 @@ std::vector<int> parse_groups(const std::string& text, int ranks);
 // The data, model and run facts a checkpoint must match (train/resume.hpp).
 RunIdentity run_identity(const TrainConfig& cfg, const Setup& s);
 
+// What every mode's checkpoint says about the run at `global_step` (docs/checkpoint-format.md); the
+// caller adds the split and the balancer's fits.
+CheckpointInfo checkpoint_info(const TrainConfig& cfg, const Setup& s, int64_t global_step, int world_size);
+
 // --device: `cpu`; `cuda` = the GPU of this rank's node-local rank, an error without one; `auto` = that GPU
 // when one answers, else the CPU (rank 0 says why in one line unless quiet). Sets device_kind, device, gpu_index.
 void resolve_device(const std::string& requested, int threads, bool quiet, const dist::World& world, Setup& s);

@@ -442,28 +442,8 @@ class Trainer {
   void save_checkpoint(int64_t steps_done) {
     s_.arrival->watch(steps_done - 1);  // every rank waits for rank 0's write: bounded like the step
     sync_running_stats();
-    CheckpointInfo info;
-    const auto& data = s_.train->info();
-    info.model = cfg_.model;
-    info.input_shape = {data.channels, data.height, data.width};
-    info.num_classes = data.num_classes;
-    info.global_step = steps_done;
-    info.steps_per_epoch = s_.plan->steps_per_epoch();
-    info.epoch = steps_done / info.steps_per_epoch;
-    info.step_in_epoch = steps_done % info.steps_per_epoch;
-    info.samples_in_epoch = info.step_in_epoch * cfg_.global_batch;
-    info.global_batch = cfg_.global_batch;
-    info.num_samples = data.num_samples;
-    info.seed = cfg_.seed;
-    info.world_size = world_.size();
-    info.schedule = s_.schedule->config();
-    info.peak_lr = s_.schedule->peak_lr();
-    info.total_steps = s_.total_steps;
-    info.sgd = s_.sgd->config();
-    info.config_text = cfg_.config_text.empty() ? cfg_.canonical() : cfg_.config_text;
+    CheckpointInfo info = checkpoint_info(cfg_, s_, steps_done, world_.size());
     info.split = last_split_;
-    info.alpha.assign(size_t(world_.size()), 0.0);
-    info.beta.assign(size_t(world_.size()), 0.0);
     if (s_.balancer) {
       const auto& models = s_.balancer->planner().models();
       for (size_t r = 0; r < models.size() && r < info.alpha.size(); ++r)

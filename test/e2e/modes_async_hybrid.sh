@@ -6,7 +6,6 @@
 # world size finishes; bad options refused with one line; and both modes learn
 # Fashion-MNIST (lenet, 4 ranks, emulated speeds, 3 epochs: at least 85% test accuracy).
 source "$(dirname "$0")/lib.sh"
-need_python numpy
 SPEEDS=(--emulate-speed 1,1,0.5,0.25)
 COMMON=(--model lenet --synthetic 500 --synthetic-shape 1,28,28 --global-batch 64 --epochs 3 --lr 0.05 --quiet)
 
