@@ -14,6 +14,8 @@
 #   CUDA=auto|0|1   build the CUDA backend: auto = when nvcc is found (default)
 #   CUDA_ARCH=...   nvcc -gencode list (default sm_80, sm_90 + PTX)
 #   MPI_HOME, HDF5_HOME, CUDA_HOME, BLAS_HOME   prefixes as cluster module systems set them
+#   DNNL=0          build without oneDNN even when it is installed (CPU convolutions on im2col + GEMM)
+#   DNNL_HOME=dir   oneDNN's prefix, when it is not in the system paths
 #   DEBUG=1         -O0 -g
 #   PREFIX=dir      where make install puts hetrain (default /usr/local); DESTDIR=dir stages it under dir
 # Objects live in one folder per configuration (build/cpu, build/cuda); binaries in build/bin are those of
@@ -68,6 +70,16 @@ else
   endif
 endif
 
+# oneDNN (optional, recommended): the CPU convolutions run on its kernels, JIT-compiled at run time for the
+# CPU the rank finds (AVX2, AVX-512, ...), so one binary is fast on every compute node. Without it they use
+# im2col + OpenBLAS GEMM, several times slower (docs/cpu-performance.md).
+ifdef DNNL_HOME
+  DNNL_CFLAGS := -I$(DNNL_HOME)/include
+  DNNL_LIBS := -L$(DNNL_HOME)/lib -Wl,-rpath,$(DNNL_HOME)/lib -ldnnl
+else
+  DNNL_LIBS := -ldnnl
+endif
+
 # Probe by compiling: a header that is there but unusable counts as missing.
 probe = $(shell scripts/probe.sh '$(or $(MPICXX),c++)' '$(2)' '$(3)' '$(4)')
 HAVE_HDF5  := $(call probe,hdf5,hdf5.h,$(HDF5_CFLAGS),$(HDF5_LIBS))
@@ -77,6 +89,7 @@ HAVE_GTEST := $(call probe,gtest,gtest/gtest.h,,-lgtest -pthread)
 HAVE_ZLIB  := $(call probe,zlib,zlib.h,,-lz)
 HAVE_JPEG  := $(call probe,jpeg,turbojpeg.h,,-lturbojpeg)
 HAVE_PNG   := $(call probe,png,png.h,,-lpng)
+HAVE_DNNL  := $(if $(filter 0,$(DNNL)),,$(call probe,dnnl,dnnl.hpp,$(DNNL_CFLAGS),$(DNNL_LIBS)))
 
 # CUDA
 CUDA_HOME ?= $(or $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)),/usr/local/cuda)
@@ -103,6 +116,7 @@ $(info   $(call mark,$(HAVE_HDF5)) HDF5         $(or $(HDF5_HOME),$(HDF5_PC)))
 $(info   $(call mark,$(HAVE_BLAS)) OpenBLAS     $(BLAS_KIND))
 $(info   $(call mark,$(HAVE_BOOST)) Boost.Program_options)
 $(info   $(call mark,$(HAVE_ZLIB)) zlib   $(call mark,$(HAVE_JPEG)) libturbojpeg   $(call mark,$(HAVE_PNG)) libpng)
+$(info   $(call mark,$(HAVE_DNNL)) oneDNN       $(if $(HAVE_DNNL),CPU convolutions JIT-compiled for the CPU found at run time,$(if $(filter 0,$(DNNL)),not used: DNNL=0,not found (libdnnl-dev)); CPU convolutions use im2col + GEMM (slower)))
 $(info   $(call mark,$(HAVE_GTEST)) GoogleTest)
 $(info   $(call mark,$(HAVE_NVCC)) CUDA (nvcc)  $(if $(HAVE_NVCC),$(NVCC)$(if $(USE_CUDA),, — not used: CUDA=$(CUDA)),not found; CPU-only build))
 endif
@@ -117,8 +131,8 @@ OBJ := $(BUILD)/$(CONFIG)
 BIN := $(BUILD)/bin
 OPT := $(if $(filter 1,$(DEBUG)),-O0 -g,-O3 -march=x86-64-v2 -mtune=native)
 CXXFLAGS := -std=c++17 $(OPT) -g1 -Wall -Wextra -Wno-unused-parameter -fopenmp -pthread -MMD -MP -DOMPI_SKIP_MPICXX \
-  -Iinclude -Isrc $(HDF5_CFLAGS) $(BLAS_CFLAGS)
-LDLIBS := $(HDF5_LIBS) $(BLAS_LIBS) -lboost_program_options -lturbojpeg -lpng -lz -fopenmp -pthread
+  -Iinclude -Isrc $(HDF5_CFLAGS) $(BLAS_CFLAGS) $(if $(HAVE_DNNL),$(DNNL_CFLAGS))
+LDLIBS := $(HDF5_LIBS) $(BLAS_LIBS) $(if $(HAVE_DNNL),$(DNNL_LIBS)) -lboost_program_options -lturbojpeg -lpng -lz -fopenmp -pthread
 ifeq ($(CONFIG),cuda)
   CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
   CXXFLAGS += -DHETRAIN_WITH_CUDA -I$(CUDA_HOME)/include
@@ -134,7 +148,8 @@ SUBSYSTEMS := train dist data nn cpu cuda core
 # src/cuda holds the CUDA backend (*.cu, *.cpp) and, in src/cuda/stubs/, what a CPU-only build gets instead:
 # the same functions, failing loudly ("built without CUDA"), so public headers never change with the build.
 # src/cuda/common/ is plain C++ that both configurations build (rules about GPUs that need no GPU).
-srcs_of = $(if $(filter cuda,$(1)),$(wildcard src/cuda/common/*.cpp) $(if $(USE_CUDA),$(wildcard src/cuda/*.cu src/cuda/*.cpp kernels/*.cu),$(wildcard src/cuda/stubs/*.cpp)),$(wildcard src/$(1)/*.cpp))
+# src/cpu/dnnl/ holds the oneDNN convolution; src/cpu/dnnl_absent/ what a build without oneDNN gets instead.
+srcs_of = $(if $(filter cpu,$(1)),$(wildcard src/cpu/*.cpp) $(wildcard src/cpu/$(if $(HAVE_DNNL),dnnl,dnnl_absent)/*.cpp),$(if $(filter cuda,$(1)),$(wildcard src/cuda/common/*.cpp) $(if $(USE_CUDA),$(wildcard src/cuda/*.cu src/cuda/*.cpp kernels/*.cu),$(wildcard src/cuda/stubs/*.cpp)),$(wildcard src/$(1)/*.cpp)))
 objs_of = $(patsubst %,$(OBJ)/%.o,$(basename $(call srcs_of,$(1))))
 lib_of = $(OBJ)/lib/libht_$(1).a
 ALL_LIBS := $(foreach s,$(SUBSYSTEMS),$(call lib_of,$(s)))
@@ -145,7 +160,13 @@ link_group = -Wl,--start-group $(1) -Wl,--end-group
 $(OBJ)/lib/libht_%.a: $$(call objs_of,$$*)
 	@mkdir -p $(dir $@)
 	@rm -f $@
-	@ar rcs $@ $^
+	@ar rcs $@ $(filter %.o,$^)
+
+# Whether oneDNN is used changes which objects make up libht_cpu.a: a stamp that changes with it rebuilds
+# the archive (and so relinks the programs) when DNNL=0 or an install flips it.
+DNNL_STAMP := $(OBJ)/.dnnl
+$(shell mkdir -p $(OBJ); [ "$$(cat $(DNNL_STAMP) 2>/dev/null)" = "$(if $(HAVE_DNNL),yes,no)" ] || echo $(if $(HAVE_DNNL),yes,no) > $(DNNL_STAMP))
+$(call lib_of,cpu): $(DNNL_STAMP)
 
 $(OBJ)/%.o: %.cpp
 	@mkdir -p $(dir $@)
@@ -169,7 +190,7 @@ $(shell mkdir -p $(BIN); [ "$$(cat $(CONFIG_STAMP) 2>/dev/null)" = "$(CONFIG)" ]
 BUILD_INFO := $(OBJ)/.build-info
 $(BUILD_INFO): FORCE
 	@mkdir -p $(dir $@)
-	@scripts/build-info.sh '$(MPICXX)' '$(USE_CUDA)' '$(HDF5_HOME)' '$(HDF5_PC)' '$(BLAS_HOME)' '$(BLAS_KIND)' >$@.tmp
+	@scripts/build-info.sh '$(MPICXX)' '$(USE_CUDA)' '$(HDF5_HOME)' '$(HDF5_PC)' '$(BLAS_HOME)' '$(BLAS_KIND)' '$(HAVE_DNNL)' '$(DNNL_HOME)' >$@.tmp
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
 FORCE:
 build_info_line = "\"$$(sed -n $(1)p $(BUILD_INFO))\""
@@ -211,7 +232,7 @@ GPU_TEST_LIBS := $(call lib_of,nn) $(call lib_of,cuda) $(call lib_of,cpu) $(call
 $(BIN)/test_gpu: $(GPU_TEST_OBJS) $(GPU_TEST_LIBS) $(CONFIG_STAMP)
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
-	@$(CXX_PLAIN) -o $@ $(GPU_TEST_OBJS) $(call link_group,$(GPU_TEST_LIBS)) -lgtest -lgtest_main $(BLAS_LIBS) -fopenmp -pthread $(CUDA_LIBS)
+	@$(CXX_PLAIN) -o $@ $(GPU_TEST_OBJS) $(call link_group,$(GPU_TEST_LIBS)) -lgtest -lgtest_main $(BLAS_LIBS) $(if $(HAVE_DNNL),$(DNNL_LIBS)) -fopenmp -pthread $(CUDA_LIBS)
 
 # ---------------------------------------------------------------- benchmarks (bench/*.cpp → build/bin/bench_*)
 BENCH_BINS := $(patsubst bench/%_bench.cpp,$(BIN)/bench_%,$(wildcard bench/*_bench.cpp))

@@ -4,8 +4,9 @@
 The models are written here in plain torch.nn (torchvision is not needed) with hetrain's architecture:
   resnet20: CIFAR ResNet (3 stages x 3 basic blocks, 16/32/64 channels), 1x1 conv + BN projection shortcuts
             where a block changes shape (272,474 parameters for 3 channels and 10 classes);
-  resnet50: torchvision's resnet50, v1.5 (the bottleneck's stride on its 3x3 conv), 25,557,032 parameters
-            for 1000 classes.
+  resnet18, resnet50: torchvision's ImageNet layout (resnet50 v1.5: the bottleneck's stride on its 3x3
+            conv), 11,689,512 and 25,557,032 parameters for 1000 classes;
+  lenet, mlp: hetrain's small Fashion-MNIST models (61,706 and 235,146 parameters for 1x28x28, 10 classes).
 One step = zero_grad, forward, cross-entropy, backward, SGD (momentum 0.9, weight decay 5e-4), on one fixed
 random batch. Warm-up steps are untimed. Prints one key=value line, like bench_train_step.
 
@@ -111,17 +112,19 @@ class ResNet20(nn.Module):
         return self.fc(torch.flatten(self.pool(x), 1))
 
 
-class ResNet50(nn.Module):
-    def __init__(self, channels, classes):
+class ImageNetResNet(nn.Module):
+    """torchvision's ImageNet ResNet layout (7x7 stem, max pool, four stages): resnet18 and resnet50 v1.5."""
+
+    def __init__(self, block, blocks, channels, classes):
         super().__init__()
         self.conv1 = nn.Conv2d(channels, 64, 7, 2, 3, bias=False)
         self.bn1 = bn(64)
         self.relu = nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool2d(3, 2, 1)
-        self.layer1, c = stage(Bottleneck, 64, 64, 3, 1)
-        self.layer2, c = stage(Bottleneck, c, 128, 4, 2)
-        self.layer3, c = stage(Bottleneck, c, 256, 6, 2)
-        self.layer4, c = stage(Bottleneck, c, 512, 3, 2)
+        self.layer1, c = stage(block, 64, 64, blocks[0], 1)
+        self.layer2, c = stage(block, c, 128, blocks[1], 2)
+        self.layer3, c = stage(block, c, 256, blocks[2], 2)
+        self.layer4, c = stage(block, c, 512, blocks[3], 2)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(c, classes)
 
@@ -129,6 +132,18 @@ class ResNet50(nn.Module):
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
         return self.fc(torch.flatten(self.pool(x), 1))
+
+
+class Mlp(nn.Module):
+    """hetrain's mlp: flatten, fc256, relu, fc128, relu, fc(classes)."""
+
+    def __init__(self, channels, classes, size):
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(channels * size * size, 256), nn.ReLU(),
+                                 nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, classes))
+
+    def forward(self, x):
+        return self.net(x)
 
 
 class LeNet(nn.Module):
@@ -150,11 +165,15 @@ class LeNet(nn.Module):
 def make_model(name, channels, classes, size):
     if name == "resnet20":
         return ResNet20(channels, classes)
+    if name == "resnet18":
+        return ImageNetResNet(BasicBlock, (2, 2, 2, 2), channels, classes)
     if name == "resnet50":
-        return ResNet50(channels, classes)
+        return ImageNetResNet(Bottleneck, (3, 4, 6, 3), channels, classes)
     if name == "lenet":
         return LeNet(channels, classes, size)
-    raise SystemExit(f"pytorch_train_step: unknown model '{name}' (resnet20, resnet50, lenet)")
+    if name == "mlp":
+        return Mlp(channels, classes, size)
+    raise SystemExit(f"pytorch_train_step: unknown model '{name}' (mlp, lenet, resnet20, resnet18, resnet50)")
 
 
 def peak_rss_mib():

@@ -6,7 +6,7 @@
 // Run one configuration per process so that the peak resident memory (VmHWM) belongs to it alone.
 //
 //   bench_train_step --model resnet20 --size 32 --batch 128 --threads 1 --warmup 2 --steps 5 [--max-seconds S]
-//                    [--device cpu|cuda] [--tf32 0|1]
+//                    [--device cpu|cuda] [--tf32 0|1] [--cpu-conv auto|im2col]
 // Prints one line of key=value pairs that bench/run.sh (CPU) and scripts/gpu-check.sh (CUDA) collect.
 // --device cuda: the model on GPU 0 (cuDNN/cuBLAS/our kernels on the legacy default stream), the batch
 // uploaded once, the loss through cuda::softmax_xent_*; the clock is read after cuda::device_synchronize()
@@ -41,6 +41,7 @@ struct Options {
   double max_seconds = 0;  // > 0: stop timing after the step that crosses this (at least one step)
   std::string device = "cpu";  // cpu | cuda
   int tf32 = 0;                // cuda: let cuDNN/cuBLAS use TF32 tensor cores
+  std::string cpu_conv = "auto";  // cpu: auto (oneDNN when built with it) or im2col (the twin, for comparison)
 };
 
 constexpr int kExitSkip = 3;  // --device cuda without a usable GPU (scripts report a skip, not a failure)
@@ -71,11 +72,14 @@ Options parse(int argc, char** argv) {
     else if (key == "--max-seconds") o.max_seconds = std::atof(v);
     else if (key == "--device") o.device = v;
     else if (key == "--tf32") o.tf32 = std::atoi(v);
+    else if (key == "--cpu-conv") o.cpu_conv = v;
     else HT_THROW("bench_train_step: unknown option ", key);
   }
   HT_CHECK(o.batch >= 1 && o.threads >= 1 && o.steps >= 1 && o.warmup >= 0, "bench_train_step: bad sizes");
   HT_CHECK(o.device == "cpu" || o.device == "cuda", "bench_train_step: --device must be cpu or cuda, got '",
            o.device, "'");
+  HT_CHECK(o.cpu_conv == "auto" || o.cpu_conv == "im2col", "bench_train_step: --cpu-conv must be auto or im2col, got '",
+           o.cpu_conv, "'");
   HT_CHECK(o.tf32 == 0 || o.tf32 == 1, "bench_train_step: --tf32 must be 0 or 1, got ", o.tf32);
   return o;
 }
@@ -126,6 +130,8 @@ std::pair<int, double> time_steps(const Options& o, Step step, Sync sync) {
 
 int run_cpu(const Options& o) {
   hetrain::set_num_threads(o.threads);
+  hetrain::cpu::set_cpu_conv_backend(o.cpu_conv == "im2col" ? hetrain::cpu::CpuConvBackend::Im2col
+                                                             : hetrain::cpu::CpuConvBackend::Auto);
   auto model = make_model(o);
   hetrain::optim::Sgd sgd(model->params(), hetrain::optim::SgdConfig{});
   const int N = o.batch, K = o.classes;
@@ -144,9 +150,9 @@ int run_cpu(const Options& o) {
   const auto [done, seconds] = time_steps(o, step, [] {});
 
   std::printf("impl=hetrain model=%s size=%d batch=%d threads=%d steps=%d params=%lld seconds=%.4f "
-              "samples_per_s=%.3f peak_mb=%.1f loss=%.4f\n",
+              "samples_per_s=%.3f peak_mb=%.1f loss=%.4f conv=%s\n",
               o.model.c_str(), o.size, N, o.threads, done, (long long)model->param_count(), seconds,
-              double(N) * done / seconds, peak_rss_mib(), loss);
+              double(N) * done / seconds, peak_rss_mib(), loss, hetrain::cpu::cpu_conv_backend_name());
   return 0;
 }
 

@@ -3,14 +3,14 @@
 # HETRAIN_VERSION, HETRAIN_GIT and HETRAIN_BUILD_CONFIG of src/apps/hetrain_main.cpp):
 #   1  the release, from the file VERSION at the repository root ("unknown" without it)
 #   2  `git describe --always --dirty` of this repository ("unknown" outside a git checkout)
-#   3  the build configuration: "cuda=yes|no mpi=... hdf5=... blas=..."
+#   3  the build configuration: "cuda=yes|no mpi=... hdf5=... blas=... onednn=VERSION|no"
 #
-#   scripts/build-info.sh MPICXX USE_CUDA HDF5_HOME HDF5_PC BLAS_HOME BLAS_KIND
+#   scripts/build-info.sh MPICXX USE_CUDA HDF5_HOME HDF5_PC BLAS_HOME BLAS_KIND HAVE_DNNL DNNL_HOME
 #
 # Values never hold quotes, backslashes or newlines, so they can sit inside a C string literal.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd -P)
-mpicxx=${1:-} use_cuda=${2:-} hdf5_home=${3:-} hdf5_pc=${4:-} blas_home=${5:-} blas_kind=${6:-}
+mpicxx=${1:-} use_cuda=${2:-} hdf5_home=${3:-} hdf5_pc=${4:-} blas_home=${5:-} blas_kind=${6:-} have_dnnl=${7:-} dnnl_home=${8:-}
 
 # clean TEXT: one line, no characters that would end or escape a C string; runs of spaces become one.
 clean() { printf '%s' "$1" | tr -d '"\\`\r' | tr '\n\t' '  ' | tr -s ' ' | sed 's/^ //; s/ $//'; }
@@ -63,5 +63,14 @@ else
 fi
 blas=$(word "$blas")
 
+# oneDNN: the version in the headers the build used, or "no".
+onednn=no
+if [ -n "$have_dnnl" ]; then
+  inc=${dnnl_home:-/usr}/include
+  onednn=$(cat "$inc/oneapi/dnnl/dnnl_version.h" "$inc/dnnl_version.h" 2>/dev/null |
+    awk '/#define DNNL_VERSION_(MAJOR|MINOR|PATCH)[ \t]/ && !seen[$2]++ { v = v (v == "" ? "" : ".") $3 } END { print v }')
+  onednn=$(word "${onednn:-yes}")
+fi
+
 printf '%s\n%s\n%s\n' "$version" "$git" \
-  "cuda=$([ -n "$use_cuda" ] && echo yes || echo no) mpi=$mpi hdf5=$hdf5 blas=$blas"
+  "cuda=$([ -n "$use_cuda" ] && echo yes || echo no) mpi=$mpi hdf5=$hdf5 blas=$blas onednn=$onednn"

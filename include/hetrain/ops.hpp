@@ -24,14 +24,23 @@ struct Conv2dGeom {
   int P() const { return (H + 2 * pad - R) / stride + 1; }  // output height
   int Q() const { return (W + 2 * pad - S) / stride + 1; }  // output width
 };
-// Scratch elements (of T) the conv needs under the CURRENT OpenMP thread count (size it with the thread
-// count you run with); callers may pass a bigger buffer, and its contents need not be initialised.
-// Rule: 0 for 1×1 stride-1 unpadded convs whose output plane has at least 1024 pixels (GEMM straight on
-// the input); otherwise, with t = min(threads, N) threads each working on its own group of
-// nb = min(N, ceil(1024 / (P·Q))) samples: t × (C·R·S × nb·P·Q columns, plus K × nb·P·Q for the group's
-// GEMM output when nb > 1) + (t − 1) × K·C·R·S for per-thread weight gradients. Non-decreasing in N for a
-// fixed thread count. Forward and backward need the same size.
+// Two implementations. conv2d_forward/backward<float> run on oneDNN's JIT kernels when hetrain is built
+// with oneDNN (the fast path, docs/cpu-performance.md); <double>, builds without oneDNN and
+// set_cpu_conv_backend(Im2col) use im2col + OpenBLAS GEMM, which stays callable by name as the tested twin.
+enum class CpuConvBackend { Auto, Im2col };
+void set_cpu_conv_backend(CpuConvBackend backend);  // process-wide; Auto by default
+const char* cpu_conv_backend_name();                 // what float convolutions use now: "onednn" or "im2col"
+
+// Scratch elements (of float) conv2d_forward/backward<float> need under the CURRENT OpenMP thread count and
+// backend (size it with the thread count you run with); at least conv2d_im2col_workspace_size(g), so the
+// same buffer also serves <double> and the im2col twin. Contents need not be initialised.
 int64_t conv2d_workspace_size(const Conv2dGeom& g);
+// Scratch elements (of T) the im2col implementation needs. Rule: 0 for 1×1 stride-1 unpadded convs whose
+// output plane has at least 1024 pixels (GEMM straight on the input); otherwise, with t = min(threads, N)
+// threads each working on its own group of nb = min(N, ceil(1024 / (P·Q))) samples: t × (C·R·S × nb·P·Q
+// columns, plus K × nb·P·Q for the group's GEMM output when nb > 1) + (t − 1) × K·C·R·S for per-thread
+// weight gradients. Non-decreasing in N for a fixed thread count. Forward and backward need the same size.
+int64_t conv2d_im2col_workspace_size(const Conv2dGeom& g);
 
 // out [N, K, P, Q]; bias [K] or null.
 template <typename T>
@@ -40,6 +49,13 @@ void conv2d_forward(T* out, const T* in, const T* weight, const T* bias, const C
 template <typename T>
 void conv2d_backward(T* din, T* dweight, T* dbias, const T* dout, const T* in, const T* weight,
                      const Conv2dGeom& g, T* workspace);
+// The im2col + GEMM implementation, same contract.
+template <typename T>
+void conv2d_forward_im2col(T* out, const T* in, const T* weight, const T* bias, const Conv2dGeom& g,
+                           T* workspace);
+template <typename T>
+void conv2d_backward_im2col(T* din, T* dweight, T* dbias, const T* dout, const T* in, const T* weight,
+                            const Conv2dGeom& g, T* workspace);
 template <typename T>
 void conv2d_forward_naive(T* out, const T* in, const T* weight, const T* bias, const Conv2dGeom& g);
 template <typename T>

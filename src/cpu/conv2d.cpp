@@ -1,4 +1,6 @@
-// cpu/conv2d.cpp — convolution as im2col + GEMM (OpenBLAS), forward and backward.
+// cpu/conv2d.cpp — the CPU convolution: which implementation runs (oneDNN when built with it, for float;
+// im2col + GEMM otherwise), and the im2col + GEMM (OpenBLAS) implementation itself, forward and backward.
+// The oneDNN one is in cpu/dnnl/; docs/cpu-performance.md compares them.
 //
 // Samples are processed in groups of nb: the columns of a group form one [C·R·S, nb·P·Q] matrix, so a
 // layer with a small output plane (8×8 in ResNet-20's last stage) still gives GEMMs with ~1000 columns.
@@ -20,7 +22,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
+#include "cpu/dnnl_conv.hpp"
 #include "cpu/gemm.hpp"
 #include "cpu/im2col.hpp"
 #include "hetrain/error.hpp"
@@ -88,7 +92,7 @@ int64_t per_thread_size(const Conv2dGeom& g, int nb) {
 // Direct 1×1: 0. Otherwise, for t = min(threads, N) and nb = min(N, ceil(1024 / (P·Q))):
 // t column blocks of C·R·S × nb·P·Q (+ K × nb·P·Q each when nb > 1), plus (t − 1) weight-gradient
 // partials of K × C·R·S. Non-decreasing in N for a given thread count.
-int64_t conv2d_workspace_size(const Conv2dGeom& g) {
+int64_t conv2d_im2col_workspace_size(const Conv2dGeom& g) {
   check_geom(g, "conv2d_workspace_size");
   if (is_direct(g)) return 0;
   const int t = std::min(max_threads(), std::max(g.N, 1));
@@ -96,6 +100,38 @@ int64_t conv2d_workspace_size(const Conv2dGeom& g) {
 }
 
 namespace {
+
+// out[n, k, :, :] += bias[k]
+template <typename T>
+void add_bias(T* out, const T* bias, const Conv2dGeom& g) {
+  const int PQ = g.P() * g.Q();
+  const int64_t out_stride = int64_t(g.K) * PQ;
+#pragma omp parallel for collapse(2) schedule(static) if (int64_t(g.N) * out_stride > (1 << 15))
+  for (int n = 0; n < g.N; ++n)
+    for (int k = 0; k < g.K; ++k) {
+      T* o = out + n * out_stride + int64_t(k) * PQ;
+      const T b = bias[k];
+      for (int j = 0; j < PQ; ++j) o[j] += b;
+    }
+}
+
+// dbias[k] += Σ_n Σ_pq dout[n, k, pq]
+template <typename T>
+void accumulate_dbias(T* dbias, const T* dout, const Conv2dGeom& g) {
+  const int PQ = g.P() * g.Q();
+  const int64_t out_stride = int64_t(g.K) * PQ;
+#pragma omp parallel for schedule(static) if (int64_t(g.N) * out_stride > (1 << 15))
+  for (int k = 0; k < g.K; ++k) {
+    T acc = 0;
+    for (int n = 0; n < g.N; ++n) {
+      const T* d = dout + n * out_stride + int64_t(k) * PQ;
+      T row = 0;
+      for (int j = 0; j < PQ; ++j) row += d[j];
+      acc += row;
+    }
+    dbias[k] += acc;
+  }
+}
 
 // Forward of samples [n0, n0 + m): unfold, one GEMM, scatter to NCHW.
 template <typename T>
@@ -145,7 +181,8 @@ void backward_group(T* din, T* dweight_acc, const T* dout, const T* in, const T*
 }  // namespace
 
 template <typename T>
-void conv2d_forward(T* out, const T* in, const T* weight, const T* bias, const Conv2dGeom& g, T* workspace) {
+void conv2d_forward_im2col(T* out, const T* in, const T* weight, const T* bias, const Conv2dGeom& g,
+                           T* workspace) {
   check_geom(g, "conv2d_forward");
   const int PQ = g.P() * g.Q();
   const int64_t in_stride = int64_t(g.C) * g.H * g.W, out_stride = int64_t(g.K) * PQ;
@@ -173,37 +210,17 @@ void conv2d_forward(T* out, const T* in, const T* weight, const T* bias, const C
       }
     }
   }
-  if (bias) {
-#pragma omp parallel for collapse(2) schedule(static) if (int64_t(g.N) * out_stride > (1 << 15))
-    for (int n = 0; n < g.N; ++n)
-      for (int k = 0; k < g.K; ++k) {
-        T* o = out + n * out_stride + int64_t(k) * PQ;
-        const T b = bias[k];
-        for (int j = 0; j < PQ; ++j) o[j] += b;
-      }
-  }
+  if (bias) add_bias(out, bias, g);
 }
 
 template <typename T>
-void conv2d_backward(T* din, T* dweight, T* dbias, const T* dout, const T* in, const T* weight,
-                     const Conv2dGeom& g, T* workspace) {
+void conv2d_backward_im2col(T* din, T* dweight, T* dbias, const T* dout, const T* in, const T* weight,
+                            const Conv2dGeom& g, T* workspace) {
   check_geom(g, "conv2d_backward");
   const int PQ = g.P() * g.Q(), CRS = g.C * g.R * g.S;
   const int64_t in_stride = int64_t(g.C) * g.H * g.W, out_stride = int64_t(g.K) * PQ;
 
-  if (dbias) {  // dbias[k] += Σ_n Σ_pq dout[n, k, pq]
-#pragma omp parallel for schedule(static) if (int64_t(g.N) * out_stride > (1 << 15))
-    for (int k = 0; k < g.K; ++k) {
-      T acc = 0;
-      for (int n = 0; n < g.N; ++n) {
-        const T* d = dout + n * out_stride + int64_t(k) * PQ;
-        T row = 0;
-        for (int j = 0; j < PQ; ++j) row += d[j];
-        acc += row;
-      }
-      dbias[k] += acc;
-    }
-  }
+  if (dbias) accumulate_dbias(dbias, dout, g);
   if ((!din && !dweight) || g.N == 0) return;
 
   if (is_direct(g)) {
@@ -262,9 +279,60 @@ void conv2d_backward(T* din, T* dweight, T* dbias, const T* dout, const T* in, c
   }
 }
 
-#define HT_INSTANTIATE(T)                                                                                 \
-  template void conv2d_forward<T>(T*, const T*, const T*, const T*, const Conv2dGeom&, T*);              \
-  template void conv2d_backward<T>(T*, T*, T*, const T*, const T*, const T*, const Conv2dGeom&, T*);
+// ---------------------------------------------------------------- which implementation runs
+namespace {
+CpuConvBackend g_backend = CpuConvBackend::Auto;
+
+// oneDNN has no double kernels; double is the gradient-check reference and always takes im2col.
+template <typename T>
+bool use_dnnl() {
+  return std::is_same_v<T, float> && g_backend == CpuConvBackend::Auto && dnnl_conv::available();
+}
+}  // namespace
+
+void set_cpu_conv_backend(CpuConvBackend backend) { g_backend = backend; }
+
+const char* cpu_conv_backend_name() { return use_dnnl<float>() ? "onednn" : "im2col"; }
+
+int64_t conv2d_workspace_size(const Conv2dGeom& g) {
+  const int64_t im2col = conv2d_im2col_workspace_size(g);
+  return use_dnnl<float>() && g.N > 0 ? std::max(im2col, dnnl_conv::workspace_floats(g)) : im2col;
+}
+
+template <typename T>
+void conv2d_forward(T* out, const T* in, const T* weight, const T* bias, const Conv2dGeom& g, T* workspace) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (use_dnnl<T>()) {
+      check_geom(g, "conv2d_forward");
+      if (g.N == 0) return;
+      dnnl_conv::forward(out, in, weight, g, workspace);
+      if (bias) add_bias(out, bias, g);
+      return;
+    }
+  }
+  conv2d_forward_im2col(out, in, weight, bias, g, workspace);
+}
+
+template <typename T>
+void conv2d_backward(T* din, T* dweight, T* dbias, const T* dout, const T* in, const T* weight,
+                     const Conv2dGeom& g, T* workspace) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (use_dnnl<T>()) {
+      check_geom(g, "conv2d_backward");
+      if (dbias) accumulate_dbias(dbias, dout, g);
+      if (g.N == 0) return;
+      dnnl_conv::backward(din, dweight, dout, in, weight, g, workspace);
+      return;
+    }
+  }
+  conv2d_backward_im2col(din, dweight, dbias, dout, in, weight, g, workspace);
+}
+
+#define HT_INSTANTIATE(T)                                                                                    \
+  template void conv2d_forward<T>(T*, const T*, const T*, const T*, const Conv2dGeom&, T*);                 \
+  template void conv2d_backward<T>(T*, T*, T*, const T*, const T*, const T*, const Conv2dGeom&, T*);        \
+  template void conv2d_forward_im2col<T>(T*, const T*, const T*, const T*, const Conv2dGeom&, T*);          \
+  template void conv2d_backward_im2col<T>(T*, T*, T*, const T*, const T*, const T*, const Conv2dGeom&, T*);
 HT_INSTANTIATE(float)
 HT_INSTANTIATE(double)
 #undef HT_INSTANTIATE

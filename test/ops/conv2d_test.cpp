@@ -1,9 +1,11 @@
-// Convolution: finite-difference gradients (double) of the optimised op and of its naive twin, the
-// optimised op against the naive one (float) on awkward shapes, and the accumulate/overwrite contract.
+// Convolution: finite-difference gradients (double) of the optimised op and of its naive twin, each float
+// implementation (oneDNN when built with it, im2col + GEMM) against the naive one on awkward shapes, and
+// the accumulate/overwrite contract.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "hetrain/error.hpp"
@@ -38,6 +40,7 @@ std::vector<Conv2dGeom> odd_shapes() {
       geom(4, 2, 7, 8, 3, 3, 5, 1, 1),    // non-square kernel
       geom(5, 6, 4, 4, 13, 3, 3, 2, 1),   // tiny plane, K = 13
       geom(16, 16, 20, 20, 32, 3, 3, 1, 1),  // big enough for the OpenMP paths (im2col, scatter, bias)
+      geom(4, 32, 9, 9, 64, 3, 3, 2, 1),     // channels in whole blocks of 16 (oneDNN nChw16c), stride 2
   };
 }
 
@@ -101,10 +104,22 @@ TEST(Conv2dGrad, FiniteDifferences7x7Stride2Pad3NonSquareKernel) {
   gradient_check(geom(2, 2, 6, 7, 3, 3, 5, 1, 2), true, 51);
 }
 
-// Float: the im2col+GEMM op against the double-accumulating naive twin. Errors grow with the number of
-// terms in each sum (C·R·S for out and din, N·P·Q for dweight), so the tolerance is scaled by √terms:
+// Float tests run once per implementation: Auto (oneDNN in a build with it, else im2col) and Im2col.
+class Conv2dFloat : public ::testing::TestWithParam<CpuConvBackend> {
+ protected:
+  void SetUp() override { set_cpu_conv_backend(GetParam()); }
+  void TearDown() override { set_cpu_conv_backend(CpuConvBackend::Auto); }
+};
+INSTANTIATE_TEST_SUITE_P(Backends, Conv2dFloat, ::testing::Values(CpuConvBackend::Auto, CpuConvBackend::Im2col),
+                         [](const auto& info) {
+                           return std::string(info.param == CpuConvBackend::Auto ? "Auto" : "Im2col");
+                         });
+
+// Float: the op against the double-accumulating naive twin. Errors grow with the number of terms in each
+// sum (C·R·S for out and din, N·P·Q for dweight), so the tolerance is scaled by √terms:
 // |got − ref| ≤ 2e-6·√terms·(1 + |ref|).
-TEST(Conv2dFloat, MatchesNaiveOnOddShapes) {
+TEST_P(Conv2dFloat, MatchesNaiveOnOddShapes) {
+  SCOPED_TRACE(::testing::Message() << "implementation " << cpu_conv_backend_name());
   uint32_t seed = 100;
   for (const auto& g : odd_shapes()) {
     SCOPED_TRACE(::testing::Message() << "N=" << g.N << " C=" << g.C << " H=" << g.H << " W=" << g.W
@@ -134,7 +149,7 @@ TEST(Conv2dFloat, MatchesNaiveOnOddShapes) {
   }
 }
 
-TEST(Conv2dFloat, NullGradientsAreSkipped) {
+TEST_P(Conv2dFloat, NullGradientsAreSkipped) {
   const auto g = geom(2, 3, 6, 6, 4, 3, 3, 1, 1);
   const auto x = random_vec<float>(in_size(g), 1), w = random_vec<float>(w_size(g), 2),
              dy = random_vec<float>(out_size(g), 3);
@@ -147,20 +162,21 @@ TEST(Conv2dFloat, NullGradientsAreSkipped) {
   expect_close("dweight", dw, dw_ref, 1e-4, 1e-5);
 }
 
-TEST(Conv2dWorkspace, GrowsWithBatchAndIsZeroForPointwise) {
+TEST(Conv2dWorkspace, Im2colGrowsWithBatchAndIsZeroForPointwise) {
   auto g = geom(1, 16, 32, 32, 16, 3, 3, 1, 1);
-  EXPECT_EQ(conv2d_workspace_size(g), 16 * 9 * 1024);  // one sample: columns only
+  EXPECT_EQ(conv2d_im2col_workspace_size(g), 16 * 9 * 1024);  // one sample: columns only
   int64_t prev = 0;
   for (int n : {1, 2, 4, 8, 128}) {
     g.N = n;
-    EXPECT_GE(conv2d_workspace_size(g), prev);
-    prev = conv2d_workspace_size(g);
+    EXPECT_GE(conv2d_im2col_workspace_size(g), prev);
+    prev = conv2d_im2col_workspace_size(g);
+    EXPECT_GE(conv2d_workspace_size(g), prev);  // the dispatching size also covers the im2col twin
   }
-  EXPECT_EQ(conv2d_workspace_size(geom(8, 16, 32, 32, 32, 1, 1, 1, 0)), 0);
+  EXPECT_EQ(conv2d_im2col_workspace_size(geom(8, 16, 32, 32, 32, 1, 1, 1, 0)), 0);
   EXPECT_THROW(conv2d_workspace_size(geom(1, 3, 2, 2, 1, 5, 5, 1, 0)), hetrain::Error);  // kernel > input
 }
 
-TEST(Conv2dFloat, EmptyBatchIsANoOp) {
+TEST_P(Conv2dFloat, EmptyBatchIsANoOp) {
   const auto g = geom(0, 3, 6, 6, 4, 3, 3, 1, 1);
   std::vector<float> w(w_size(g), 1.f), dw(w_size(g), 2.f), db(4, 3.f);
   conv2d_forward<float>(nullptr, nullptr, w.data(), nullptr, g, nullptr);
