@@ -77,7 +77,7 @@ mkdir -p "$TMP/elsewhere"
 "$P/bin/hetrain" --version >"$TMP/version.log" 2>&1 || { cat "$TMP/version.log"; fail "hetrain --version exited non-zero"; }
 grep -qE "^hetrain $VERSION \(git [0-9a-f]{7,}(-dirty)?\)$" "$TMP/version.log" \
   || { cat "$TMP/version.log"; fail "hetrain --version does not print 'hetrain $VERSION (git COMMIT)'"; }
-grep -qE "^built: cuda=(yes|no) mpi=[^ ]+ hdf5=[^ ]+ blas=[^ ]+$" "$TMP/version.log" \
+grep -qE "^built: cuda=(yes|no) mpi=[^ ]+ hdf5=[^ ]+ blas=[^ ]+ onednn=[^ ]+$" "$TMP/version.log" \
   || { cat "$TMP/version.log"; fail "hetrain --version does not name the configuration built"; }
 version_note="--version says $(head -n 1 "$TMP/version.log")"
 

@@ -15,7 +15,6 @@
 #include <dnnl.hpp>
 
 #include <algorithm>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,7 +32,7 @@ using tag = memory::format_tag;
 constexpr memory::data_type f32 = memory::data_type::f32;
 constexpr size_t kAlign = 64;
 constexpr size_t kMaxPlans = 256;
-const int64_t kChunkBytes = getenv("HT_CHUNK") ? atoll(getenv("HT_CHUNK")) : (4 << 20);
+constexpr int64_t kChunkBytes = int64_t(4) << 20;  // 2–8 MB measured alike on ResNet-20 (docs/cpu-performance.md)
 
 dnnl::engine& cpu_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -68,11 +67,11 @@ struct Plan {
   dnnl::convolution_backward_data bwd_data;
   dnnl::convolution_backward_weights bwd_weights;
   dnnl::reorder dweight_accumulate;  // blocked diff weights → KCRS, adding to what is there
-  // Forward: src, weights, dst, scratchpad. Backward: diff_dst (for data, then for weights if its layout
-  // differs), weights, diff_src, src (for weights), diff_weights (always: oneDNN overwrites, we accumulate),
-  // scratchpad. Forward and backward never run at once, so both start at offset 0.
-  Slot f_src, f_weights, f_dst, b_ddst, b_ddst_w, b_weights, b_dsrc, b_src_w, b_dweights;
-  size_t f_scratch = 0, b_scratch = 0;
+  // Forward: weights, src, dst, scratchpad. Backward data pass: weights, diff_dst, diff_src, scratchpad.
+  // Backward weights pass: diff_weights (always: oneDNN overwrites, we accumulate), src, diff_dst,
+  // scratchpad. The three never run at once, so each starts at offset 0.
+  Slot f_src, f_weights, f_dst, b_ddst, b_weights, b_dsrc, b_dweights, b_src_w, b_ddst_w;
+  size_t f_scratch = 0, b_data_scratch = 0, b_weights_scratch = 0;
   size_t bytes = 0;
   std::string kernel;
 };
@@ -120,23 +119,27 @@ std::unique_ptr<Plan> make_plan(const Conv2dGeom& g) {
   p->f_scratch = f;
   f += aligned(p->fwd_pd.scratchpad_desc().get_size());
 
+  // Backward runs as two passes over the chunks, data then weights, so the weights pass can reuse the
+  // space of the data pass's blocked weights for its blocked weight gradient (on ResNet-50 both are as
+  // large as any activation chunk).
   size_t b = 0;
   b = place(p->b_weights, p->bwd_data_pd.weights_desc(), p->weights_plain, b);
-  p->b_dweights.desc = p->bwd_weights_pd.diff_weights_desc();
-  p->b_dweights.needed = true;
-  p->b_dweights.offset = b;
-  b += aligned(p->b_dweights.desc.get_size());
   b = place(p->b_ddst, p->bwd_data_pd.diff_dst_desc(), p->dst_plain, b);
   b = place(p->b_dsrc, p->bwd_data_pd.diff_src_desc(), p->src_plain, b);
-  b = place(p->b_src_w, p->bwd_weights_pd.src_desc(), p->src_plain, b);
-  // The weights pass reuses the data pass's blocked diff_dst when the layouts agree.
-  if (p->bwd_weights_pd.diff_dst_desc() != p->bwd_data_pd.diff_dst_desc())
-    b = place(p->b_ddst_w, p->bwd_weights_pd.diff_dst_desc(), p->dst_plain, b);
-  p->b_scratch = b;
-  b += std::max(aligned(p->bwd_data_pd.scratchpad_desc().get_size()),
-                aligned(p->bwd_weights_pd.scratchpad_desc().get_size()));
+  p->b_data_scratch = b;
+  b += aligned(p->bwd_data_pd.scratchpad_desc().get_size());
 
-  p->bytes = std::max(f, b) + kAlign;  // + room to align the workspace's start
+  size_t w = 0;
+  p->b_dweights.desc = p->bwd_weights_pd.diff_weights_desc();
+  p->b_dweights.needed = true;
+  p->b_dweights.offset = w;
+  w += aligned(p->b_dweights.desc.get_size());
+  w = place(p->b_src_w, p->bwd_weights_pd.src_desc(), p->src_plain, w);
+  w = place(p->b_ddst_w, p->bwd_weights_pd.diff_dst_desc(), p->dst_plain, w);
+  p->b_weights_scratch = w;
+  w += aligned(p->bwd_weights_pd.scratchpad_desc().get_size());
+
+  p->bytes = std::max({f, b, w}) + kAlign;  // + room to align the workspace's start
   p->kernel = p->fwd_pd.impl_info_str();
   return p;
 }
@@ -250,36 +253,37 @@ void backward(float* din, float* dweight, const float* dout, const float* in, co
   dnnl::stream strm(cpu_engine());
   const Chunks c = chunks_for(g);
   const int64_t in_stride = int64_t(g.C) * g.H * g.W, out_stride = int64_t(g.K) * g.P() * g.Q();
-  const Plan* weights_for = nullptr;
-  memory wei;
-  for (int i = 0; i < c.count; ++i) {
-    Plan& p = plan_for(c.at(g, i));
-    const float* x = in + i * c.size * in_stride;
-    const float* dy = dout + i * c.size * out_stride;
-    memory ddst = view(p.b_ddst, p.dst_plain, dy, base, strm, true);
-    if (din) {
+  if (din) {  // data pass: din = conv_transpose(dout, weight)
+    const Plan* weights_for = nullptr;
+    memory wei;
+    for (int i = 0; i < c.count; ++i) {
+      Plan& p = plan_for(c.at(g, i));
       if (weights_for == nullptr || p.b_weights.desc != weights_for->b_weights.desc) {
         wei = view(p.b_weights, p.weights_plain, weight, base, strm, true);
         weights_for = &p;
       }
       float* dx = din + i * c.size * in_stride;
+      memory ddst = view(p.b_ddst, p.dst_plain, dout + i * c.size * out_stride, base, strm, true);
       memory dsrc = view(p.b_dsrc, p.src_plain, dx, base, strm, false);
-      p.bwd_data.execute(strm,
-                         {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DIFF_SRC, dsrc},
-                          {DNNL_ARG_SCRATCHPAD, scratch(p.bwd_data_pd.scratchpad_desc(), base, p.b_scratch)}});
+      p.bwd_data.execute(
+          strm, {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DIFF_SRC, dsrc},
+                 {DNNL_ARG_SCRATCHPAD, scratch(p.bwd_data_pd.scratchpad_desc(), base, p.b_data_scratch)}});
       if (p.b_dsrc.needed) {
         memory user(p.src_plain, cpu_engine(), dx);
         dnnl::reorder(dsrc, user).execute(strm, dsrc, user);
       }
     }
-    if (dweight) {
-      memory src = view(p.b_src_w, p.src_plain, x, base, strm, true);
-      memory ddst_w = p.b_ddst_w.needed ? view(p.b_ddst_w, p.dst_plain, dy, base, strm, true) : ddst;
+  }
+  if (dweight) {  // weights pass: dweight += Σ over chunks of the chunk's weight gradient
+    memory user(plan_for(c.at(g, 0)).weights_plain, cpu_engine(), dweight);
+    for (int i = 0; i < c.count; ++i) {
+      Plan& p = plan_for(c.at(g, i));
+      memory src = view(p.b_src_w, p.src_plain, in + i * c.size * in_stride, base, strm, true);
+      memory ddst = view(p.b_ddst_w, p.dst_plain, dout + i * c.size * out_stride, base, strm, true);
       memory dw(p.b_dweights.desc, cpu_engine(), base + p.b_dweights.offset);
-      p.bwd_weights.execute(strm,
-                            {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst_w}, {DNNL_ARG_DIFF_WEIGHTS, dw},
-                             {DNNL_ARG_SCRATCHPAD, scratch(p.bwd_weights_pd.scratchpad_desc(), base, p.b_scratch)}});
-      memory user(p.weights_plain, cpu_engine(), dweight);
+      p.bwd_weights.execute(
+          strm, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_WEIGHTS, dw},
+                 {DNNL_ARG_SCRATCHPAD, scratch(p.bwd_weights_pd.scratchpad_desc(), base, p.b_weights_scratch)}});
       p.dweight_accumulate.execute(strm, dw, user);
     }
   }
