@@ -3,14 +3,14 @@
 # one run; nothing here fails on time (exit 0 unless something crashes). Read ratios, not absolute numbers:
 # the machine may be shared. See bench/README.md.
 #
-#   bench/run.sh [train] [reader] [hetero] [checkpoint] [modes]     default: all five
+#   bench/run.sh [train] [reader] [hetero] [checkpoint] [modes] [overlap]     default: all six
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
 BIN=build/bin
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 CORES=$(getconf _NPROCESSORS_ONLN)
-SECTIONS=${*:-train reader hetero checkpoint modes}
+SECTIONS=${*:-train reader hetero checkpoint modes overlap}
 TMP=$(mktemp -d /tmp/hetrain-bench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -26,40 +26,48 @@ train_step() {
   if [ ! -x "$BIN/bench_train_step" ]; then echo "   skipped: $BIN/bench_train_step is not built"; return; fi
   local torch=1
   have_torch || { torch=0; echo "   PyTorch: skipped (/usr/bin/python3 cannot import torch)"; }
-  printf "%-9s %-9s %5s %7s  %12s %12s %7s  %10s %10s\n" model input batch threads "hetrain s/s" "PyTorch s/s" ratio \
-    "hetrain MB" "PyTorch MB"
-  # model size batch warmup steps max-seconds
-  local configs=("resnet20 32 128 1 4 20" "resnet50 224 8 1 3 30")
+  printf "%-9s %-10s %5s %7s  %12s %12s %7s  %11s %6s  %10s %10s\n" model input batch threads "hetrain s/s" \
+    "PyTorch s/s" ratio "im2col s/s" "gain" "hetrain MB" "PyTorch MB"
+  # model channels size batch warmup steps max-seconds
+  local configs=("lenet 1 28 64 3 40 10" "resnet20 3 32 128 1 4 20" "resnet18 3 32 64 1 4 20" "resnet50 3 224 8 1 3 30")
   for cfg in "${configs[@]}"; do
-    read -r model size batch warmup steps cap <<<"$cfg"
+    read -r model ch size batch warmup steps cap <<<"$cfg"
     for t in 1 2; do
-      local args=(--model "$model" --size "$size" --batch "$batch" --threads "$t" --warmup "$warmup" --steps "$steps"
-                  --max-seconds "$cap")
-      local h p="" hr pr="-" pm="-" ratio="-"
+      local args=(--model "$model" --channels "$ch" --size "$size" --batch "$batch" --threads "$t" --warmup "$warmup"
+                  --steps "$steps" --max-seconds "$cap")
+      local h p="" hr pr="-" pm="-" ratio="-" i ir="-" gain="-"
       h=$("$BIN/bench_train_step" "${args[@]}" 2>&1 | grep impl=) || { echo "   $model/$t threads: hetrain failed"; continue; }
       hr=$(field samples_per_s "$h")
+      # The same step with the im2col + GEMM convolutions (the reference twin; what hetrain ran before oneDNN).
+      if [ "$(field conv "$h")" = onednn ]; then
+        i=$("$BIN/bench_train_step" "${args[@]}" --cpu-conv im2col 2>&1 | grep impl=) && ir=$(field samples_per_s "$i") &&
+          gain=$(printf '%.2fx' "$(calc "$hr/$ir")")
+      fi
       if [ $torch = 1 ]; then
         p=$("$PY" bench/pytorch_train_step.py "${args[@]}" 2>&1 | grep impl=)
         pr=$(field samples_per_s "$p"); pm=$(field peak_mb "$p")
         [ -n "$pr" ] && ratio=$(printf '%.2f' "$(calc "$hr/$pr")") || pr="failed"
       fi
-      printf "%-9s %-9s %5s %7s  %12.2f %12s %6sx  %10.0f %10s\n" "$model" "${size}x${size}" "$batch" "$t" "$hr" "$pr" \
-        "$ratio" "$(field peak_mb "$h")" "$pm"
+      printf "%-9s %-10s %5s %7s  %12.2f %12s %6sx  %11s %6s  %10.0f %10s\n" "$model" "${ch}x${size}x${size}" "$batch" "$t" \
+        "$hr" "$pr" "$ratio" "$ir" "$gain" "$(field peak_mb "$h")" "$pm"
     done
   done
   # Diagnostic: hetrain's OpenMP threads busy-wait between parallel regions while OpenBLAS's own threads run,
   # which costs a lot when cores are short; the same 2-thread runs with passive OpenMP waiting:
-  for cfg in "${configs[@]}"; do
-    read -r model size batch warmup steps cap <<<"$cfg"
+  for cfg in "${configs[@]:1}"; do
+    read -r model ch size batch warmup steps cap <<<"$cfg"
     local h
-    h=$(OMP_WAIT_POLICY=passive "$BIN/bench_train_step" --model "$model" --size "$size" --batch "$batch" --threads 2 \
-        --warmup "$warmup" --steps "$steps" --max-seconds "$cap" 2>&1 | grep impl=) || continue
-    printf "%-9s %-9s %5s %7s  %12.2f   (hetrain with OMP_WAIT_POLICY=passive)\n" "$model" "${size}x${size}" "$batch" 2 \
+    h=$(OMP_WAIT_POLICY=passive "$BIN/bench_train_step" --model "$model" --channels "$ch" --size "$size" --batch "$batch" \
+        --threads 2 --warmup "$warmup" --steps "$steps" --max-seconds "$cap" 2>&1 | grep impl=) || continue
+    printf "%-9s %-10s %5s %7s  %12.2f   (hetrain with OMP_WAIT_POLICY=passive)\n" "$model" "${ch}x${size}x${size}" "$batch" 2 \
       "$(field samples_per_s "$h")"
   done
   echo "   s/s = samples per second over the timed steps after untimed warm-up (a step that crosses the time cap"
   echo "   ends the timing early); ratio = hetrain / PyTorch (> 1: hetrain faster); MB = peak resident memory"
   echo "   (VmHWM) of that configuration's own process, runtime included (PyTorch's includes the Python runtime)."
+  echo "   im2col s/s = hetrain with its im2col + GEMM convolutions (--cpu-conv im2col), gain = hetrain / im2col."
+  echo "   CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'); vector extensions:" \
+    "$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx|avx2|fma|avx512f|avx512_vnni|avx512_bf16|amx_tile)$' | tr '\n' ' ')"
   echo "   PyTorch: Debian's torch $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo '-') (CPU, oneDNN), same architecture written in torch.nn."
 }
 
@@ -145,7 +153,8 @@ for s in $SECTIONS; do
     hetero) echo; echo "== 3. heterogeneous balancing (bench/hetero.sh)"; bench/hetero.sh ;;
     checkpoint) checkpoint ;;
     modes) echo; bench/modes.sh ;;
-    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint, modes)" >&2; exit 2 ;;
+    overlap) echo; bench/overlap.sh ;;
+    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint, modes, overlap)" >&2; exit 2 ;;
   esac
 done
 exit 0

@@ -193,6 +193,11 @@ class NcclCommunicator {
   // In place sum over ranks of dev [n] (device memory), on the communicator's own stream. The stream first
   // waits for `after` (work that produced dev); returns when the reduction has finished.
   void allreduce_sum(float* dev, int64_t n, CudaStream after = nullptr);
+  // The same, started: enqueued on the communicator's stream after `after`'s work so far, and returns at
+  // once (a gradient bucket overlapped with the rest of backward). wait_started() returns when everything
+  // started has finished; nothing may touch those buffers before.
+  void start_allreduce_sum(float* dev, int64_t n, CudaStream after = nullptr);
+  void wait_started();
   CudaStream stream() const;
 
  private:

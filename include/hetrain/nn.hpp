@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,10 +74,17 @@ struct ModelConfig {
   int num_classes = 10;
 };
 
-// Called between consecutive layers of every Sequential's forward and backward when set (nullptr: nothing).
-// The asynchronous training modes poll MPI there, so that one-sided operations aimed at this rank progress
-// while it computes (dist::RmaProgress). Process-wide; the training loop sets and clears it.
-void set_between_layers_hook(void (*hook)());
+// Called between consecutive layers of every Sequential's forward and backward when set (empty: nothing).
+// The training loops poll MPI there, so that communication aimed at this rank progresses while it computes:
+// one-sided operations in the asynchronous modes (dist::RmaProgress), the gradient buckets already started
+// in the synchronous mode (docs/architecture.md, "Gradient reduction"). Process-wide; the training loop sets
+// and clears it.
+void set_between_layers_hook(std::function<void()> hook);
+
+// Told during backward, after each top-level layer: every gradient at flat offsets [first_final, count())
+// is final (no later layer of this backward writes it), so it may be reduced while backward goes on.
+// Offsets only decrease within one backward; the last call says 0.
+using GradsFinal = std::function<void(int64_t first_final)>;
 
 class Model {
  public:
@@ -99,7 +107,9 @@ class Model {
   // The returned logits live in the model's own buffer and are overwritten by the next forward().
   virtual Tensor forward(const Tensor& x, bool training) = 0;
   // Accumulates parameter gradients into params().grads() (caller zeroes them once per step).
-  virtual void backward(const Tensor& dlogits) = 0;
+  // `grads_final`, when set, hears which gradients are final as backward walks down the layers.
+  virtual void backward(const Tensor& dlogits, const GradsFinal& grads_final) = 0;
+  void backward(const Tensor& dlogits) { backward(dlogits, GradsFinal()); }
   // True when some layer couples the samples of a batch (batch norm in training mode).
   virtual bool has_batch_coupling() const = 0;
   // Moves the parameters and the model's buffers to `device`; forward() then takes inputs there and

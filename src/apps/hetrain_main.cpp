@@ -125,6 +125,14 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
       ("rebalance-every", po::value(&c.rebalance_every)->default_value(20), "dynamic: re-fit every K steps")
       ("max-local-batch", po::value(&c.max_local_batch), "cap on a rank's share: one value, or one per rank (a,b,c,...)")
       ("split", po::value(&c.fixed_split), "fixed per-rank split, e.g. 5,0,17,10 (sums to --global-batch; no balancing)")
+      ("bucket-mb", po::value(&c.bucket_mb)->default_value(25.0),
+       "sync: reduce gradients in buckets of about this many MiB, each started during backward as soon as its "
+       "gradients are final (MPI and NCCL; GPU ranks of a mixed CPU/GPU job reduce them after backward) | 0 = one "
+       "reduction after backward")
+      ("hierarchical", po::value(&c.hierarchical)->default_value("auto"),
+       "MPI reduction across nodes: on = reduce inside each node, allreduce between node leaders, broadcast "
+       "inside each node | off = one flat allreduce | auto = on when the job spans >1 node, a node runs >1 rank and "
+       "--bucket-mb is 0 (started buckets stay flat: measured faster)")
       ("emulate-speed", po::value(&c.emulate_speed),
        "EMULATE unequal ranks: relative speeds in (0,1], one per rank (rank r sleeps (1/s-1)x its compute time)")
       ("emulate-schedule", po::value(&c.emulate_schedule), "change emulated speeds mid-run: STEP:RANK:SPEED[,...]");
@@ -142,7 +150,7 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
   po::options_description out("Output");
   out.add_options()
       ("log-every", po::value(&c.log_every)->default_value(10), "progress line every N steps")
-      ("metrics", po::value(&c.metrics_path), "per-step JSON lines (each rank's b, compute, wait, comm seconds)")
+      ("metrics", po::value(&c.metrics_path), "per-step JSON lines (each rank's b, compute, wait, comm, idle and exposed-comm seconds)")
       ("debug-consistency", po::bool_switch(&c.debug_consistency), "check parameters are identical on all ranks every step")
       ("dump-params", po::value(&c.dump_params), "write final parameters as raw float32 (%r = rank)")
       ("dump-samples", po::value(&c.dump_samples), "write 'epoch index' of every sample trained on (%r = rank)")

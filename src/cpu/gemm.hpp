@@ -1,4 +1,5 @@
-// cpu/gemm.hpp — row-major GEMM through OpenBLAS, overloaded by scalar type (internal to src/cpu).
+// cpu/gemm.hpp — row-major GEMM, overloaded by scalar type (internal to src/cpu): float on oneDNN when built
+// with it (cpu/dnnl_gemm.hpp says why), else OpenBLAS; double always OpenBLAS.
 //
 // C [M, N] = alpha · op(A) · op(B) + beta · C, op(X) = X or Xᵀ. BLAS itself reports nothing useful on bad
 // arguments, so the sizes are checked here; empty products are handled here too (OpenBLAS rejects
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cpu/dnnl_gemm.hpp"
 #include "hetrain/error.hpp"
 
 namespace hetrain::cpu::detail {
@@ -35,6 +37,7 @@ inline void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float
                  int ldb, float beta, float* C, int ldc) {
   check_gemm(ta, tb, M, N, K, lda, ldb, ldc);
   if (gemm_trivial(M, N, K, beta, C, ldc)) return;
+  if (dnnl_gemm::available()) return dnnl_gemm::sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
               lda, B, ldb, beta, C, ldc);
 }

@@ -100,16 +100,27 @@ int NcclCommunicator::size() const { return impl_->size; }
 CudaStream NcclCommunicator::stream() const { return impl_->stream; }
 
 void NcclCommunicator::allreduce_sum(float* dev, int64_t n, CudaStream after) {
+  start_allreduce_sum(dev, n, after);
+  wait_started();
+}
+
+void NcclCommunicator::start_allreduce_sum(float* dev, int64_t n, CudaStream after) {
   Impl& m = *impl_;
   HT_CHECK(!m.aborted, "NCCL communicator was aborted by an earlier error");
   HT_CHECK(n >= 0, "allreduce_sum: negative size ", n);
   if (n == 0) return;
   HT_CHECK(dev, "allreduce_sum: null buffer");
-  // The reduction must see the finished gradients: order our stream after the producer's.
+  // The reduction must see the finished gradients: order our stream after the producer's work so far.
+  // Re-recording `ready` for the next bucket is safe: a stream wait captures the event as it is now.
   HT_CUDA_CHECK(cudaEventRecord(m.ready, after));
   HT_CUDA_CHECK(cudaStreamWaitEvent(m.stream, m.ready, 0));
   HT_NCCL_CHECK(ncclAllReduce(dev, dev, size_t(n), ncclFloat, ncclSum, m.comm, m.stream));
-  m.wait("allreduce enqueue", [] { return true; });
+  m.wait("allreduce enqueue", [] { return true; });  // a non-blocking communicator: enqueued only now
+}
+
+void NcclCommunicator::wait_started() {
+  Impl& m = *impl_;
+  HT_CHECK(!m.aborted, "NCCL communicator was aborted by an earlier error");
   HT_CUDA_CHECK(cudaEventRecord(m.done, m.stream));
   m.wait("allreduce", [&] {
     cudaError_t q = cudaEventQuery(m.done);

@@ -1,10 +1,12 @@
-// Gradient reduction: weighted scaling + MPI sum-allreduce in chunks.
+// Gradient reduction over MPI: the weight b_r/B, then sums that are flat or hierarchical across nodes, either
+// blocking or started per bucket and overlapped with backward (docs/architecture.md, "Gradient reduction").
 #include "hetrain/dist/communicator.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
 #include <thread>
+#include <utility>
 
 #include "hetrain/error.hpp"
 
@@ -12,7 +14,7 @@ namespace hetrain::dist {
 
 Communicator::~Communicator() = default;
 
-void Communicator::weighted_allreduce(float* grads, int64_t n, double weight) {
+void apply_weight(float* grads, int64_t n, double weight) {
   HT_CHECK(weight >= 0.0 && weight <= 1.0, "weighted_allreduce: weight ", weight, " outside [0, 1]");
   if (weight == 0.0) {
     std::fill(grads, grads + n, 0.0f);  // b_r = 0: contribute nothing, whatever the buffer holds
@@ -21,42 +23,195 @@ void Communicator::weighted_allreduce(float* grads, int64_t n, double weight) {
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
     for (int64_t i = 0; i < n; ++i) grads[i] *= w;
   }
+}
+
+void Communicator::weighted_allreduce(float* grads, int64_t n, double weight) {
+  apply_weight(grads, n, weight);
   allreduce_sum(grads, n);
 }
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, int64_t max_chunk, bool polite_wait)
-    : comm_(comm),
-      max_chunk_(max_chunk > 0 ? std::min<int64_t>(max_chunk, INT_MAX) : INT_MAX),
-      polite_wait_(polite_wait) {}
+void Communicator::start_weighted_allreduce(float* grads, int64_t n, double weight) {
+  HT_CHECK(weight >= 0.0 && weight <= 1.0, "weighted_allreduce: weight ", weight, " outside [0, 1]");
+  deferred_.push_back({grads, n, weight});
+}
+
+// Buckets arrive in reverse order of the buffer (backward's order), each ending where the previous one
+// began: merged, the whole buffer is one call, exactly as without buckets.
+void Communicator::wait_all() {
+  std::vector<Deferred> work;
+  work.swap(deferred_);  // cleared even if a reduction throws
+  for (size_t i = 0; i < work.size();) {
+    Deferred run = work[i++];
+    while (i < work.size() && work[i].weight == run.weight && work[i].data + work[i].n == run.data) {
+      run.data = work[i].data;
+      run.n += work[i++].n;
+    }
+    weighted_allreduce(run.data, run.n, run.weight);
+  }
+}
+
+Hierarchy parse_hierarchy(const std::string& text) {
+  if (text == "auto") return Hierarchy::Auto;
+  if (text == "on") return Hierarchy::On;
+  if (text == "off") return Hierarchy::Off;
+  HT_THROW("--hierarchical must be auto, on or off, got '", text, "'");
+}
+
+bool use_hierarchy(Hierarchy h, int nodes, int max_ranks_per_node) {
+  if (h == Hierarchy::On) return true;
+  if (h == Hierarchy::Off) return false;
+  return nodes > 1 && max_ranks_per_node > 1;  // one node: nothing crosses a network; one rank per node: no gain
+}
 
 bool node_oversubscribed(int local_ranks) {
   return local_ranks > int(std::max(1u, std::thread::hardware_concurrency()));
 }
 
+// ---------------------------------------------------------------- MPI
+namespace {
+MPI_Comm checked(MPI_Comm c) {
+  if (c != MPI_COMM_NULL) HT_MPI_CHECK(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));
+  return c;
+}
+MPI_Comm duplicate(MPI_Comm c) {
+  MPI_Comm out = MPI_COMM_NULL;
+  HT_MPI_CHECK(MPI_Comm_dup(c, &out));
+  return checked(out);
+}
+
 // MPI libraries spin while they wait. When ranks outnumber cores, a rank that finished its share early
 // would burn the core a slower rank needs; sleeping briefly between tests hands it over.
-static void wait_politely(MPI_Request* request) {
+void nap() { std::this_thread::sleep_for(std::chrono::microseconds(50)); }
+void wait_politely(MPI_Request* request) {
   int done = 0;
   HT_MPI_CHECK(MPI_Test(request, &done, MPI_STATUS_IGNORE));
   while (!done) {
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    nap();
     HT_MPI_CHECK(MPI_Test(request, &done, MPI_STATUS_IGNORE));
   }
+}
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, int64_t max_chunk, bool polite_wait, MPI_Comm node_comm)
+    : max_chunk_(max_chunk > 0 ? std::min<int64_t>(max_chunk, INT_MAX) : INT_MAX), polite_wait_(polite_wait) {
+  if (node_comm == MPI_COMM_NULL) {
+    owned_.push_back(duplicate(comm));
+    stages_.push_back({Op::Allreduce, owned_.back()});
+    return;
+  }
+  // Node leaders (node rank 0) form their own communicator, ordered by their rank in comm.
+  int rank = 0, node_rank = 0;
+  HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  HT_MPI_CHECK(MPI_Comm_rank(node_comm, &node_rank));
+  MPI_Comm leaders = MPI_COMM_NULL;
+  HT_MPI_CHECK(MPI_Comm_split(comm, node_rank == 0 ? 0 : MPI_UNDEFINED, rank, &leaders));
+  int leader = node_rank == 0 ? 1 : 0;
+  HT_MPI_CHECK(MPI_Allreduce(&leader, &nodes_, 1, MPI_INT, MPI_SUM, comm));
+  // The reduce and the broadcast inside a node get a communicator each, so that a bucket's broadcast and
+  // the next bucket's reduce are never ordered against each other.
+  owned_ = {duplicate(node_comm), checked(leaders), duplicate(node_comm)};
+  stages_ = {{Op::ReduceToRoot, owned_[0]}, {Op::Allreduce, owned_[1]}, {Op::BcastFromRoot, owned_[2]}};
+  name_ = "mpi (hierarchical over " + std::to_string(nodes_) + (nodes_ == 1 ? " node)" : " nodes)");
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  for (MPI_Comm& c : owned_)
+    if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
 }
 
 void MpiCommunicator::allreduce_sum(float* data, int64_t n) {
   HT_CHECK(n >= 0, "allreduce_sum: negative length ", n);
+  HT_CHECK(in_flight_.empty(), "internal: a blocking reduction while started buckets are unfinished");
   if (n == 0) return;  // every rank has n = 0 then: nothing to exchange
   for (int64_t off = 0; off < n; off += max_chunk_) {
-    int count = int(std::min(max_chunk_, n - off));
-    if (polite_wait_) {
-      MPI_Request request;
-      HT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, comm_, &request));
-      wait_politely(&request);
-    } else {
-      HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, comm_));
+    const int count = int(std::min(max_chunk_, n - off));
+    float* chunk = data + off;
+    for (const Stage& s : stages_) {
+      if (s.comm == MPI_COMM_NULL) continue;  // a non-leader in the leaders' stage
+      if (s.op == Op::Allreduce && !polite_wait_) {
+        HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, chunk, count, MPI_FLOAT, MPI_SUM, s.comm));
+        continue;
+      }
+      InFlight f;
+      f.data = chunk, f.n = count;
+      start_stage(f, s);  // one chunk: one request
+      if (polite_wait_) {
+        wait_politely(&f.requests[0]);
+      } else {
+        HT_MPI_CHECK(MPI_Wait(&f.requests[0], MPI_STATUS_IGNORE));
+      }
     }
   }
+}
+
+void MpiCommunicator::start_stage(InFlight& f, const Stage& s) {
+  if (s.comm == MPI_COMM_NULL) return;
+  int rank = 0;
+  HT_MPI_CHECK(MPI_Comm_rank(s.comm, &rank));
+  for (int64_t off = 0; off < f.n; off += max_chunk_) {
+    const int count = int(std::min(max_chunk_, f.n - off));
+    float* chunk = f.data + off;
+    MPI_Request r = MPI_REQUEST_NULL;
+    switch (s.op) {
+      case Op::Allreduce:
+        HT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, chunk, count, MPI_FLOAT, MPI_SUM, s.comm, &r));
+        break;
+      case Op::ReduceToRoot:
+        if (rank == 0)
+          HT_MPI_CHECK(MPI_Ireduce(MPI_IN_PLACE, chunk, count, MPI_FLOAT, MPI_SUM, 0, s.comm, &r));
+        else
+          HT_MPI_CHECK(MPI_Ireduce(chunk, nullptr, count, MPI_FLOAT, MPI_SUM, 0, s.comm, &r));
+        break;
+      case Op::BcastFromRoot:
+        HT_MPI_CHECK(MPI_Ibcast(chunk, count, MPI_FLOAT, 0, s.comm, &r));
+        break;
+    }
+    f.requests.push_back(r);
+  }
+}
+
+void MpiCommunicator::start_weighted_allreduce(float* grads, int64_t n, double weight) {
+  HT_CHECK(n >= 0, "start_weighted_allreduce: negative length ", n);
+  apply_weight(grads, n, weight);
+  InFlight f;
+  f.data = grads, f.n = n;
+  in_flight_.push_back(std::move(f));
+  advance(in_flight_.size() - 1);
+}
+
+// A bucket moves to its next stage when the current one is done, and starts a stage only after the bucket
+// before it has started that stage: every communicator then sees the buckets in the same order on every
+// rank, as MPI requires of collectives, however differently the ranks progress.
+bool MpiCommunicator::advance(size_t index) {
+  InFlight& f = in_flight_[index];
+  for (;;) {
+    if (!f.requests.empty()) {
+      int done = 0;
+      HT_MPI_CHECK(MPI_Testall(int(f.requests.size()), f.requests.data(), &done, MPI_STATUSES_IGNORE));
+      if (!done) return false;
+      f.requests.clear();
+    }
+    if (f.begun == stages_.size()) return true;
+    if (index > 0 && in_flight_[index - 1].begun <= f.begun) return false;
+    start_stage(f, stages_[f.begun++]);
+  }
+}
+
+void MpiCommunicator::progress() {
+  for (size_t i = 0; i < in_flight_.size(); ++i) advance(i);
+}
+
+void MpiCommunicator::wait_all() {
+  for (;;) {
+    bool all = true;
+    for (size_t i = 0; i < in_flight_.size(); ++i) all = advance(i) && all;
+    if (all) break;
+    if (polite_wait_) nap();
+  }
+  in_flight_.clear();
 }
 
 }  // namespace hetrain::dist

@@ -2,6 +2,7 @@
 // gradients in GPU memory: NCCL, and MPI through host memory for a GPU rank in a job with CPU ranks.
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "hetrain/cuda.hpp"
 #include "hetrain/dist/communicator.hpp"
@@ -18,7 +19,8 @@ Reduction choose_reduction(const std::vector<Device>& rank_devices, bool nccl_bu
 
 const char* reduction_name(Reduction r) { return r == Reduction::Nccl ? "nccl" : "mpi"; }
 
-std::unique_ptr<Communicator> make_gradient_communicator(MPI_Comm comm, Device mine, bool polite_wait) {
+std::unique_ptr<Communicator> make_gradient_communicator(MPI_Comm comm, Device mine, bool polite_wait,
+                                                         Hierarchy hierarchy, MPI_Comm node_comm) {
   int size = 0;
   HT_MPI_CHECK(MPI_Comm_size(comm, &size));
   const int my_device = mine == Device::CUDA ? 1 : 0;
@@ -27,7 +29,18 @@ std::unique_ptr<Communicator> make_gradient_communicator(MPI_Comm comm, Device m
   std::vector<Device> devices;
   for (int d : all) devices.push_back(d ? Device::CUDA : Device::CPU);
   if (choose_reduction(devices, cuda_built()) == Reduction::Nccl) return std::make_unique<NcclGradCommunicator>(comm);
-  auto host = std::make_unique<MpiCommunicator>(comm, 0, polite_wait);
+  // How many nodes, and the most ranks on one: every rank learns the same two numbers, so all choose alike.
+  int nodes_and_most[2] = {1, 1};
+  if (node_comm != MPI_COMM_NULL) {
+    int node_rank = 0, node_size = 0;
+    HT_MPI_CHECK(MPI_Comm_rank(node_comm, &node_rank));
+    HT_MPI_CHECK(MPI_Comm_size(node_comm, &node_size));
+    int leader = node_rank == 0 ? 1 : 0;
+    HT_MPI_CHECK(MPI_Allreduce(&leader, &nodes_and_most[0], 1, MPI_INT, MPI_SUM, comm));
+    HT_MPI_CHECK(MPI_Allreduce(&node_size, &nodes_and_most[1], 1, MPI_INT, MPI_MAX, comm));
+  }
+  const bool tiered = node_comm != MPI_COMM_NULL && use_hierarchy(hierarchy, nodes_and_most[0], nodes_and_most[1]);
+  auto host = std::make_unique<MpiCommunicator>(comm, 0, polite_wait, tiered ? node_comm : MPI_COMM_NULL);
   if (mine == Device::CUDA) return std::make_unique<HostStagedCommunicator>(std::move(host));
   return host;
 }
@@ -51,16 +64,24 @@ void NcclGradCommunicator::allreduce_sum(float* device_data, int64_t n) {
 }
 
 void NcclGradCommunicator::weighted_allreduce(float* device_grads, int64_t n, double weight) {
-  HT_CHECK(weight >= 0.0 && weight <= 1.0, "weighted_allreduce: weight ", weight, " outside [0, 1]");
-  if (weight == 0.0)
-    cuda::memset_zero(device_grads, size_t(n) * sizeof(float));
-  else if (weight != 1.0)
-    cuda::scale(device_grads, float(weight), n, nullptr);
-  allreduce_sum(device_grads, n);
+  start_weighted_allreduce(device_grads, n, weight);
+  wait_all();
 }
 
+void NcclGradCommunicator::start_weighted_allreduce(float* device_grads, int64_t n, double weight) {
+  HT_CHECK(weight >= 0.0 && weight <= 1.0, "weighted_allreduce: weight ", weight, " outside [0, 1]");
+  if (weight == 0.0)
+    cuda::memset_zero(device_grads, size_t(n) * sizeof(float), nullptr);  // compute stream too
+  else if (weight != 1.0)
+    cuda::scale(device_grads, float(weight), n, nullptr);  // on the compute stream, which NCCL waits for
+  nccl_->start_allreduce_sum(device_grads, n, nullptr);
+}
+
+void NcclGradCommunicator::wait_all() { nccl_->wait_started(); }
+
 // ---------------------------------------------------------------- MPI through host memory
-HostStagedCommunicator::HostStagedCommunicator(std::unique_ptr<Communicator> host) : host_(std::move(host)) {}
+HostStagedCommunicator::HostStagedCommunicator(std::unique_ptr<Communicator> host)
+    : host_(std::move(host)), name_(std::string(host_->name()) + " (staged through host memory)") {}
 
 HostStagedCommunicator::~HostStagedCommunicator() { cuda::host_pinned_free(pinned_); }
 

@@ -5,10 +5,10 @@
 
 namespace hetrain::nn {
 namespace {
-void (*g_between_layers)() = nullptr;
+std::function<void()> g_between_layers;
 }
 
-void set_between_layers_hook(void (*hook)()) { g_between_layers = hook; }
+void set_between_layers_hook(std::function<void()> hook) { g_between_layers = std::move(hook); }
 
 Tensor Sequential::forward(const Tensor& x, bool training) {
   Tensor h = x;
@@ -19,10 +19,14 @@ Tensor Sequential::forward(const Tensor& x, bool training) {
   return h;
 }
 
-Tensor Sequential::backward(const Tensor& dy) {
+Tensor Sequential::backward(const Tensor& dy) { return backward(dy, GradsFinal()); }
+
+Tensor Sequential::backward(const Tensor& dy, const GradsFinal& grads_final) {
+  const bool report = grads_final && tracked_;
   Tensor g = dy;
   for (size_t i = layers_.size(); i-- > 0;) {
     g = layers_[i]->backward(g);
+    if (report) grads_final(param_begin_[i]);
     if (g_between_layers) g_between_layers();
   }
   return g;

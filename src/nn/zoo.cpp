@@ -99,6 +99,7 @@ void build_imagenet_resnet(Sequential& net, ParamBuffer& pb, Workspace* ws, cons
 class ZooModel : public Model {
  public:
   explicit ZooModel(const ModelConfig& c) : Model(c) {
+    net_.track_param_offsets(&params_);  // backward can then say which gradients are final (GradsFinal)
     if (c.name == "mlp") {
       build_mlp(net_, params_, c);
     } else if (c.name == "lenet") {
@@ -129,12 +130,13 @@ class ZooModel : public Model {
     return net_.forward(x, training);
   }
 
-  void backward(const Tensor& dlogits) override {
+  using Model::backward;
+  void backward(const Tensor& dlogits, const GradsFinal& grads_final) override {
     HT_CHECK(forward_batch_ > 0, config_.name, ": backward() before forward()");
     HT_CHECK(dlogits.ndim() == 2 && dlogits.dim(0) == forward_batch_ && dlogits.dim(1) == config_.num_classes,
              config_.name, ": expected dlogits [", forward_batch_, ", ", config_.num_classes, "], got ",
              shape_str(dlogits.shape()));
-    net_.backward(dlogits);
+    net_.backward(dlogits, grads_final);
   }
 
   bool has_batch_coupling() const override { return net_.has_batch_coupling(); }

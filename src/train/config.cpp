@@ -25,7 +25,8 @@ std::string TrainConfig::canonical() const {
      << "\nelastic_every=" << elastic_every << "\nlocal_batch=" << local_batch
      << "\nrebalance_every=" << rebalance_every << "\nmax_local_batch=" << max_local_batch
      << "\nemulate_speed=" << emulate_speed << "\nemulate_schedule=" << emulate_schedule
-     << "\nsplit=" << fixed_split << "\ndebug_consistency=" << debug_consistency
+     << "\nsplit=" << fixed_split << "\nbucket_mb=" << bucket_mb << "\nhierarchical=" << hierarchical
+     << "\ndebug_consistency=" << debug_consistency
      << "\ncheckpoint_every=" << checkpoint_every << "\ncheckpoint_minutes=" << checkpoint_minutes
      << "\nkeep_checkpoints=" << keep_checkpoints << "\nresume=" << resume << "\nstall_timeout=" << stall_timeout
      << "\n";

@@ -5,13 +5,14 @@
 namespace hetrain::train {
 
 LocalOutcome LocalStep::run(const data::Batch& batch, const DeviceInput::Uploaded& input, int64_t b,
-                            const std::function<void()>& while_device_computes) {
+                            const std::function<void()>& while_device_computes,
+                            const nn::GradsFinal& grads_final) {
   LocalOutcome out;
   s_.model->params().grads().zero();
   if (b == 0) return out;  // a rank with no share this step still takes part in the exchange
   if (s_.device_kind == Device::CUDA) {
     Tensor logits = s_.model->forward(input.images, /*training=*/true);
-    s_.model->backward(s_.loss->compute(logits, input.labels, label_smoothing_, true));
+    s_.model->backward(s_.loss->compute(logits, input.labels, label_smoothing_, true), grads_final);
     if (while_device_computes) while_device_computes();
     s_.loss->read(&out.loss_sum, &out.correct);
     return out;
@@ -25,7 +26,7 @@ LocalOutcome LocalStep::run(const data::Batch& batch, const DeviceInput::Uploade
   out.loss_sum = double(loss) * double(b);
   cpu::softmax_xent_backward(dlogits.data(), probs.data(), batch.labels.data(), int(b), K, label_smoothing_,
                              1.0f / float(b));
-  s_.model->backward(dlogits);
+  s_.model->backward(dlogits, grads_final);
   return out;
 }
 

@@ -24,9 +24,11 @@ class LocalStep {
   // first). CPU ranks read `batch`; GPU ranks read `input`, already uploaded. On a GPU,
   // `while_device_computes` runs once the step's kernels are queued, before the loss is read back (the
   // trainer uploads the next batch then); the read-back waits for the device, so timings around run() are
-  // real compute time on both devices.
+  // real compute time on both devices. `grads_final` hears during backward which gradients are final
+  // (nn::GradsFinal: the synchronous mode starts reducing them); it is not called when b = 0.
   LocalOutcome run(const data::Batch& batch, const DeviceInput::Uploaded& input, int64_t b,
-                   const std::function<void()>& while_device_computes = {});
+                   const std::function<void()>& while_device_computes = {},
+                   const nn::GradsFinal& grads_final = {});
 
  private:
   Setup& s_;

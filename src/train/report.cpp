@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -21,6 +22,13 @@ double StepRecord::balance_efficiency() const {
   double busy = 0;
   for (const auto& r : ranks) busy += r.compute;
   return busy / (double(ranks.size()) * step_seconds);
+}
+
+double StepRecord::exposed_share() const {
+  if (step_seconds <= 0) return 0;
+  double most = 0;
+  for (const auto& r : ranks) most = std::max(most, r.exposed);
+  return most / step_seconds;
 }
 
 MetricsFile::MetricsFile(const std::string& path) : path_(path), tmp_(path + ".tmp-" + std::to_string(::getpid())) {
@@ -45,14 +53,15 @@ void MetricsFile::write(const StepRecord& r) {
     std::fprintf(file_, "]");
   };
   std::fprintf(file_, "{\"step\":%lld,\"epoch\":%lld,\"loss\":%.6g,\"accuracy\":%.6g,\"lr\":%.6g,\"step_s\":%.6g,"
-               "\"samples_per_s\":%.6g,\"efficiency\":%.4f",
+               "\"samples_per_s\":%.6g,\"efficiency\":%.4f,\"exposed_share\":%.4f",
                (long long)r.step, (long long)r.epoch, r.loss, r.accuracy, r.lr, r.step_seconds,
-               r.samples_per_second(), r.balance_efficiency());
+               r.samples_per_second(), r.balance_efficiency(), r.exposed_share());
   list("b", [](const StepTimes& t) { return t.batch; });
   list("compute_s", [](const StepTimes& t) { return t.compute; });
   list("wait_s", [](const StepTimes& t) { return t.wait; });
   list("comm_s", [](const StepTimes& t) { return t.comm; });
   list("idle_s", [](const StepTimes& t) { return t.idle; });
+  list("exposed_s", [](const StepTimes& t) { return t.exposed; });
   if (r.val_accuracy >= 0) std::fprintf(file_, ",\"val_loss\":%.6g,\"val_accuracy\":%.6g", r.val_loss, r.val_accuracy);
   if (std::fprintf(file_, "}\n") < 0 || std::fflush(file_) != 0 || std::ferror(file_))
     error_ = "--metrics: writing " + tmp_ + " failed: " + std::strerror(errno);

@@ -15,6 +15,8 @@ struct StepTimes {
   double wait = 0;     // seconds blocked waiting for the batch
   double comm = 0;     // seconds in the gradient reduction
   double idle = 0;     // seconds waiting for the other ranks to arrive at the step's agreement
+  double exposed = 0;  // seconds of gradient reduction not hidden behind backward: waiting for it after the
+                       // agreement (docs/architecture.md, "Gradient reduction"); all of it with --bucket-mb 0
 };
 
 struct StepRecord {
@@ -27,6 +29,8 @@ struct StepRecord {
   double samples_per_second() const { return step_seconds > 0 ? global_batch() / step_seconds : 0; }
   // busy time / (ranks × step time): 1 when every rank computes the whole step.
   double balance_efficiency() const;
+  // The largest exposed reduction time of any rank / step time.
+  double exposed_share() const;
 };
 
 // JSON-lines writer; one object per step. Written to PATH.tmp-PID and renamed at close(), so a crashed run

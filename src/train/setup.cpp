@@ -185,6 +185,8 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
     HT_CHECK(cfg.stop_at_step == 0, "--stop-at-step is for the synchronous mode (async ranks have no common step)");
   }
   if (cfg.mode == "hybrid") parse_groups(cfg.groups, n);
+  dist::bucket_floats(cfg.bucket_mb);     // throws for a bad --bucket-mb
+  dist::parse_hierarchy(cfg.hierarchical);  // throws for a bad --hierarchical
   HT_CHECK(cfg.resume != "auto" || !cfg.checkpoint_dir.empty(), "--resume auto needs --checkpoint-dir (where to look)");
   if (!cfg.checkpoint_dir.empty() && world.rank() == 0) {  // rank 0 writes; find out now, not after hours
     check_writable_folder(cfg.checkpoint_dir, "--checkpoint-dir");
@@ -378,7 +380,20 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
   s.hosts = dist::allgather_strings(world.comm(), world.host());
   s.arrival = std::make_unique<dist::StepArrival>(world.comm(), s.hosts, cfg.stall_timeout);
   place_on_device(cfg, s);
-  s.comm = dist::make_gradient_communicator(world.comm(), s.device_kind, dist::node_oversubscribed(world.local_size()));
+  const bool overlapped = cfg.mode == "sync" && cfg.bucket_mb > 0;
+  dist::Hierarchy hierarchy = dist::parse_hierarchy(cfg.hierarchical);
+  // auto leaves started buckets flat: their three hierarchical stages advance only between layers, and that
+  // exposed 38-40% of the step against 3-11% flat (docs/architecture.md, Gradient reduction).
+  if (hierarchy == dist::Hierarchy::Auto && overlapped) hierarchy = dist::Hierarchy::Off;
+  s.comm = dist::make_gradient_communicator(world.comm(), s.device_kind, dist::node_oversubscribed(world.local_size()),
+                                            hierarchy, world.node_comm());
+  if (overlapped) {
+    const nn::ParamBuffer& params = s.model->params();
+    std::vector<int64_t> begins;
+    for (const nn::ParamSpec& p : params.specs()) begins.push_back(p.offset);
+    s.buckets = std::make_unique<dist::BucketedReduction>(
+        *s.comm, dist::plan_buckets(begins, params.count(), dist::bucket_floats(cfg.bucket_mb)));
+  }
   apply_memory_caps(cfg, world, s);
   // Collective, so only now that every rank is known to be healthy.
   if (cfg.node_cache) {

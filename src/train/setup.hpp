@@ -24,6 +24,7 @@ struct Setup {
   std::unique_ptr<optim::LrSchedule> schedule;
   std::unique_ptr<optim::Sgd> sgd;
   std::unique_ptr<dist::Communicator> comm;
+  std::unique_ptr<dist::BucketedReduction> buckets;  // sync with --bucket-mb > 0: reduced during backward (uses comm)
   std::unique_ptr<dist::Balancer> balancer;  // null with a fixed split
   dist::BalanceConfig balance_config;        // what the balancer was built from (caps are merged later)
   dist::SpeedEmulator emulator;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -30,6 +31,14 @@
 
 namespace hetrain::train {
 namespace {
+
+// Sets the hook called between layers (nn::set_between_layers_hook) for its lifetime.
+struct BetweenLayers {
+  explicit BetweenLayers(std::function<void()> hook) { nn::set_between_layers_hook(std::move(hook)); }
+  ~BetweenLayers() { nn::set_between_layers_hook(nullptr); }
+  BetweenLayers(const BetweenLayers&) = delete;
+  BetweenLayers& operator=(const BetweenLayers&) = delete;
+};
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -74,11 +83,14 @@ class Trainer {
 
   TrainResult run() {
     announce();
+    // Started buckets advance between layers: MPI moves a reduction only inside MPI calls.
+    BetweenLayers progress(s_.buckets && s_.comm->overlaps() ? std::function<void()>([this] { s_.buckets->progress(); })
+                                                              : std::function<void()>());
     run_start_ = Clock::now();
     TrainResult result;
     result.steps = s_.start_step;
     Totals window;  // since the last progress line
-    double timed_seconds = 0;
+    double timed_seconds = 0, timed_exposed = 0;
     int64_t timed_samples = 0;
     fill_queue();
     while (!queue_.empty()) {
@@ -93,6 +105,7 @@ class Trainer {
       if (plan.global_step > s_.start_step) {  // the first step pays one-off costs (allocation, page faults)
         timed_seconds += rec.step_seconds;
         timed_samples += plan.global_batch;
+        if (world_.rank() == 0) timed_exposed += rec.exposed_share() * rec.step_seconds;
       }
       if (world_.rank() == 0) report_step(rec, window, result, stop_signal || stop_here);
       result.steps = plan.global_step + 1;
@@ -117,6 +130,9 @@ class Trainer {
     if (checkpointer_.enabled() && checkpointer_.last_step() != result.steps && result.steps > s_.start_step)
       save_checkpoint(result.steps);  // always one at the end of training
     result.samples_per_second = timed_seconds > 0 ? timed_samples / timed_seconds : 0;
+    if (world_.rank() == 0 && !cfg_.quiet && world_.size() > 1 && timed_seconds > 0)
+      std::printf("gradients: reduction exposed %.1f%% of step time (the rank that waited longest, after the first "
+                  "step)\n", 100.0 * timed_exposed / timed_seconds);
     if (world_.rank() == 0 && !cfg_.quiet)
       std::printf("done: %lld steps, %.1f samples/s (after the first step), final train loss %.4f%s\n",
                   (long long)result.steps, result.samples_per_second, result.final_loss,
@@ -147,7 +163,8 @@ class Trainer {
     std::printf("model: %s, %lld parameters; global batch %lld, %lld steps/epoch, %d epoch(s), peak lr %.4g\n",
                 cfg_.model.c_str(), (long long)s_.model->param_count(), (long long)cfg_.global_batch,
                 (long long)s_.plan->steps_per_epoch(), cfg_.epochs, s_.schedule->peak_lr());
-    std::printf("gradients: %s reduction%s\n", s_.comm->name(), cfg_.tf32 ? "; TF32 allowed on GPUs" : "");
+    std::printf("gradients: %s reduction, %s%s\n", s_.comm->name(), buckets_text().c_str(),
+                cfg_.tf32 ? "; TF32 allowed on GPUs" : "");
     if (checkpointer_.enabled())
       std::printf("checkpoints: %s, every %s, newest %d kept\n", cfg_.checkpoint_dir.c_str(), checkpoint_interval().c_str(),
                   cfg_.keep_checkpoints);
@@ -161,6 +178,14 @@ class Trainer {
       std::printf("balance: %s, initial split %s\n", dist::balance_mode_name(s_.balancer->planner().config().mode),
                   join(s_.balancer->split()).c_str());
     std::fflush(stdout);
+  }
+
+  std::string buckets_text() const {
+    if (!s_.buckets) return "one after backward (--bucket-mb 0)";
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%zu bucket(s) of about %g MiB %s", s_.buckets->buckets().size(), cfg_.bucket_mb,
+                  s_.comm->overlaps() ? "started during backward" : "reduced after backward (this backend does not overlap)");
+    return buf;
   }
 
   std::string checkpoint_interval() const {
@@ -248,6 +273,8 @@ class Trainer {
 
     auto compute_start = Clock::now();
     nn::ParamBuffer& params = s_.model->params();
+    const double weight = double(b) / double(plan.global_batch);
+    if (s_.buckets) s_.buckets->begin(params.grads().data(), weight);
     double next_wait = 0;
     const int64_t searches_before = on_gpu() ? cuda::conv_algorithm_searches() : 0;
     // On a GPU, while this step computes there, the next step's batch (requested long ago) is taken from
@@ -258,7 +285,11 @@ class Trainer {
       data::Batch next = s_.train->next();
       next_wait += seconds_since(wait_start);
       staged_ = s_.input->upload(next);
-    });
+    }, grads_final_hook());
+    // Every rank starts every bucket before the agreement, also a rank with b_r = 0 (it ran no backward).
+    auto exposed_start = Clock::now();
+    if (s_.buckets) s_.buckets->start_rest();
+    mine.exposed = seconds_since(exposed_start);
     const double loss_sum = local.loss_sum, correct = local.correct;
     // A step that measured cuDNN algorithms for a new batch size is no sample of this rank's speed.
     const bool timing_is_typical = !on_gpu() || cuda::conv_algorithm_searches() == searches_before;
@@ -281,7 +312,11 @@ class Trainer {
     flags = StepFlags{agreed[0], agreed[1], agreed[2], agreed[3]};
 
     auto comm_start = Clock::now();
-    s_.comm->weighted_allreduce(params.grads().data(), params.count(), double(b) / double(plan.global_batch));
+    if (s_.buckets)
+      s_.buckets->finish();
+    else
+      s_.comm->weighted_allreduce(params.grads().data(), params.count(), weight);
+    mine.exposed += seconds_since(comm_start);
     // The reduced gradient is the same on every rank; counting its NaN/Inf values rides on the totals'
     // reduction, so every rank stops at the same step with the same message.
     Totals step_totals{loss_sum, correct, double(b), double(count_nonfinite(params.grads()))};
@@ -317,14 +352,19 @@ class Trainer {
     rec.loss = step_totals.loss_sum / std::max(1.0, step_totals.count);
     rec.accuracy = step_totals.correct / std::max(1.0, step_totals.count);
     rec.ranks.resize(world_.size());
-    static_assert(sizeof(StepTimes) == 5 * sizeof(double), "StepTimes travels as 5 doubles");
-    HT_MPI_CHECK(MPI_Gather(&mine, 5, MPI_DOUBLE, rec.ranks.data(), 5, MPI_DOUBLE, 0, world_.comm()));
+    static_assert(sizeof(StepTimes) == 6 * sizeof(double), "StepTimes travels as 6 doubles");
+    HT_MPI_CHECK(MPI_Gather(&mine, 6, MPI_DOUBLE, rec.ranks.data(), 6, MPI_DOUBLE, 0, world_.comm()));
     s_.arrival->step_done();
     rec.step_seconds = seconds_since(step_start);
     window.loss_sum += step_totals.loss_sum;
     window.correct += step_totals.correct;
     window.count += step_totals.count;
     return rec;
+  }
+
+  nn::GradsFinal grads_final_hook() {
+    if (!s_.buckets) return {};
+    return [this](int64_t first_final) { s_.buckets->grads_final(first_final); };
   }
 
   void report_step(const StepRecord& rec, Totals& window, TrainResult& result, bool stopping) {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "hetrain/dist/buckets.hpp"
 #include "hetrain/dist/communicator.hpp"
 #include "hetrain/dist/world.hpp"
 
@@ -83,4 +84,78 @@ TEST(GradientCommunicator, CpuJobGetsMpiAndReducesExactly) {
     for (int r = 0; r < size; ++r) want += float(b[r]) / 32.0f * value(r, i);
     ASSERT_EQ(x[i], want) << "element " << i;
   }
+}
+
+// ---------------------------------------------------------------- started buckets, hierarchical reduction
+namespace {
+// Pretend nodes of two consecutive ranks (0-1, 2-3): the hierarchical path with more than one "node" on
+// one machine. Every value here is exact in fp32, so every order of summation gives the same bits.
+MPI_Comm pretend_nodes_of_two(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm out = MPI_COMM_NULL;
+  MPI_Comm_split(comm, rank / 2, rank, &out);
+  return out;
+}
+
+int64_t wrong_elements(const std::vector<float>& g, int size, const std::vector<int64_t>& b) {
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < int64_t(g.size()); ++i) {
+    double expect = 0;
+    for (int r = 0; r < size; ++r) expect += double(value(r, i)) * double(b[r]) / 32.0;
+    wrong += double(g[size_t(i)]) != expect;
+  }
+  return wrong;
+}
+}  // namespace
+
+// Buckets started in backward's order (from the end of the buffer), progressed, then waited for: the same
+// exact weighted sum as one blocking call, flat and hierarchical, in one piece and in chunks of 7.
+TEST(MpiCommunicator, StartedBucketsAreExactFlatAndHierarchical) {
+  World& w = World::init(nullptr, nullptr);
+  const std::vector<int64_t> b = shares(w.size());
+  MPI_Comm nodes = pretend_nodes_of_two(w.comm());
+  for (bool tiered : {false, true}) {
+    for (int64_t max_chunk : {int64_t(0), int64_t(7)}) {
+      for (bool polite : {false, true}) {
+        MpiCommunicator comm(w.comm(), max_chunk, polite, tiered ? nodes : MPI_COMM_NULL);
+        EXPECT_TRUE(comm.overlaps());
+        EXPECT_EQ(comm.hierarchical(), tiered);
+        if (tiered) {
+          EXPECT_EQ(comm.nodes(), (w.size() + 1) / 2);
+        }
+        const int64_t n = 1001;
+        std::vector<float> g(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i)
+          g[size_t(i)] = b[w.rank()] == 0 ? std::numeric_limits<float>::quiet_NaN() : value(w.rank(), i);
+        BucketedReduction buckets(comm, plan_buckets({0, 100, 250, 251, 600, 990}, n, 120));
+        buckets.begin(g.data(), double(b[w.rank()]) / 32.0);
+        for (int64_t final_from : {990, 600, 300, 251}) {  // as backward would report
+          buckets.grads_final(final_from);
+          buckets.progress();
+        }
+        buckets.finish();
+        EXPECT_EQ(wrong_elements(g, w.size(), b), 0) << "hierarchical " << tiered << ", max_chunk " << max_chunk;
+        // The blocking call of --bucket-mb 0 on the same communicator.
+        for (int64_t i = 0; i < n; ++i)
+          g[size_t(i)] = b[w.rank()] == 0 ? std::numeric_limits<float>::quiet_NaN() : value(w.rank(), i);
+        comm.weighted_allreduce(g.data(), n, double(b[w.rank()]) / 32.0);
+        EXPECT_EQ(wrong_elements(g, w.size(), b), 0) << "blocking, hierarchical " << tiered;
+      }
+    }
+  }
+  MPI_Comm_free(&nodes);
+}
+
+// The automatic choice: on one machine (one node) the reduction stays flat; forced on, it is hierarchical.
+TEST(GradientCommunicator, HierarchyFollowsTheNodes) {
+  World& w = World::init(nullptr, nullptr);
+  auto flat = make_gradient_communicator(w.comm(), hetrain::Device::CPU, false, Hierarchy::Auto, w.node_comm());
+  EXPECT_STREQ(flat->name(), "mpi");
+  auto forced = make_gradient_communicator(w.comm(), hetrain::Device::CPU, false, Hierarchy::On, w.node_comm());
+  EXPECT_STREQ(forced->name(), "mpi (hierarchical over 1 node)");
+  MPI_Comm nodes = pretend_nodes_of_two(w.comm());
+  auto pretend = make_gradient_communicator(w.comm(), hetrain::Device::CPU, false, Hierarchy::Auto, nodes);
+  EXPECT_STREQ(pretend->name(), w.size() > 2 ? "mpi (hierarchical over 2 nodes)" : "mpi");
+  MPI_Comm_free(&nodes);
 }

@@ -2,6 +2,7 @@
 // gradients (double; max pooling on distinct inputs so no tie flips within a step).
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <vector>
 
 #include "hetrain/error.hpp"
@@ -43,6 +44,44 @@ TEST(Pool2d, ByHand) {
   maxpool2d_forward(y.data(), am.data(), neg.data(), gp);
   EXPECT_EQ(y, (std::vector<float>{-1, -2, -4, -5}));
   EXPECT_EQ(am, (std::vector<int32_t>{0, 1, 3, 4}));
+}
+
+// Max pooling against a plain loop over each window on shapes with padding, overlap, odd sizes and ties
+// (values drawn from a handful of levels): same maxima, and the argmax is the first maximum in the window's
+// row-major order. A NaN anywhere in a window makes its output NaN.
+TEST(Pool2d, MaxMatchesPlainLoopWithTiesAndNaN) {
+  for (const auto& g : {pgeom(2, 3, 7, 6, 3, 2, 1), pgeom(1, 2, 6, 8, 2, 2, 0), pgeom(2, 2, 9, 11, 3, 1, 1),
+                        pgeom(1, 3, 12, 13, 5, 3, 2), pgeom(3, 1, 5, 4, 1, 1, 0)}) {
+    SCOPED_TRACE(::testing::Message() << "H=" << g.H << " W=" << g.W << " kernel=" << g.kernel
+                                      << " stride=" << g.stride << " pad=" << g.pad);
+    auto x = random_vec<float>(in_size(g), 9);
+    for (auto& v : x) v = float(int(v * 3));  // few distinct levels: many ties
+    std::vector<float> y(out_size(g));
+    std::vector<int32_t> am(out_size(g));
+    maxpool2d_forward(y.data(), am.data(), x.data(), g);
+    const int P = g.P(), Q = g.Q();
+    for (int pl = 0; pl < g.N * g.C; ++pl)
+      for (int p = 0; p < P; ++p)
+        for (int q = 0; q < Q; ++q) {
+          float best = 0;
+          int at = -1;
+          for (int r = 0; r < g.kernel; ++r)
+            for (int c = 0; c < g.kernel; ++c) {
+              const int h = p * g.stride - g.pad + r, w = q * g.stride - g.pad + c;
+              if (h < 0 || h >= g.H || w < 0 || w >= g.W) continue;
+              const float v = x[size_t(pl) * g.H * g.W + h * g.W + w];
+              if (at < 0 || v > best) best = v, at = h * g.W + w;
+            }
+          const size_t o = size_t(pl) * P * Q + p * Q + q;
+          ASSERT_EQ(y[o], best) << "plane " << pl << " output " << p << "," << q;
+          ASSERT_EQ(am[o], at) << "plane " << pl << " output " << p << "," << q;
+        }
+    x[size_t(g.H / 2) * g.W + g.W / 2] = std::numeric_limits<float>::quiet_NaN();
+    maxpool2d_forward(y.data(), am.data(), x.data(), g);
+    int nans = 0;
+    for (size_t o = 0; o < size_t(P) * Q; ++o) nans += y[o] != y[o];
+    EXPECT_GE(nans, 1) << "a NaN input must reach the outputs whose windows hold it";
+  }
 }
 
 TEST(Pool2dGrad, MaxFiniteDifferences) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "hetrain/tensor.hpp"
@@ -30,22 +31,88 @@ class Communicator {
   // part; its buffer is zero-filled rather than multiplied, so stale or NaN contents cannot leak in.
   // The buffer lives where the communicator expects it (device memory for NCCL and the staged one).
   virtual void weighted_allreduce(float* grads, int64_t n, double weight);
+
+  // Started reductions, for buckets overlapped with backward (docs/architecture.md, "Gradient reduction").
+  // start_weighted_allreduce begins what weighted_allreduce does on one bucket and returns; progress()
+  // lets the started ones advance (MPI moves only inside MPI calls: call it often, e.g. between layers);
+  // wait_all() returns once every started one is done. Every rank starts the same buckets in the same
+  // order, and nothing else may use the buffers until wait_all() returns.
+  // This default defers the work to wait_all(), merging adjacent buckets of one weight into one
+  // weighted_allreduce: no overlap, and exactly the result of one call (NCCL and host-staged ranks).
+  virtual void start_weighted_allreduce(float* grads, int64_t n, double weight);
+  virtual void progress() {}
+  virtual void wait_all();
+  // True when start_weighted_allreduce really starts communication (it overlaps with what follows).
+  virtual bool overlaps() const { return false; }
+
+ private:
+  struct Deferred {
+    float* data;
+    int64_t n;
+    double weight;
+  };
+  std::vector<Deferred> deferred_;
 };
+
+// Scales a bucket by the rank's weight b_r/B before it is summed: zero-fill for weight 0 (stale or NaN
+// contents cannot leak in), nothing for weight 1. Throws for a weight outside [0, 1]. Host memory.
+void apply_weight(float* grads, int64_t n, double weight);
+
+// How gradients cross nodes (docs/architecture.md, "Gradient reduction"): flat = one allreduce over all
+// ranks; hierarchical = a reduce inside each node (shared memory), an allreduce between one leader per node,
+// a broadcast inside each node, so every byte crosses the network once per node instead of once per rank.
+enum class Hierarchy { Auto, On, Off };
+Hierarchy parse_hierarchy(const std::string& text);  // auto | on | off; throws naming --hierarchical
+// Auto: hierarchical when the job spans more than one node and some node runs more than one rank.
+bool use_hierarchy(Hierarchy h, int nodes, int max_ranks_per_node);
 
 class MpiCommunicator : public Communicator {
  public:
-  // max_chunk: elements per MPI_Allreduce call (counts above INT_MAX are split; a smaller value is useful
-  // for tests and for bucketing).
+  // Collective over comm (the communicators it uses are duplicates of its own, so its reductions are never
+  // ordered against other collectives on comm).
+  // max_chunk: elements per MPI call (counts above INT_MAX are split; a smaller value is useful for tests).
   // polite_wait: wait for the reduction by testing and sleeping instead of spinning inside MPI (for nodes
   // with more ranks than cores, see node_oversubscribed).
-  explicit MpiCommunicator(MPI_Comm comm, int64_t max_chunk = 0, bool polite_wait = false);
-  const char* name() const override { return "mpi"; }
+  // node_comm: MPI_COMM_NULL = flat; else the ranks of comm that share this rank's node (each rank passes
+  // its own node's communicator, e.g. from MPI_Comm_split_type): reduce hierarchically over those nodes.
+  explicit MpiCommunicator(MPI_Comm comm, int64_t max_chunk = 0, bool polite_wait = false,
+                           MPI_Comm node_comm = MPI_COMM_NULL);
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+  const char* name() const override { return name_.c_str(); }  // "mpi", "mpi (hierarchical over 2 nodes)"
   void allreduce_sum(float* data, int64_t n) override;
+  void start_weighted_allreduce(float* grads, int64_t n, double weight) override;
+  void progress() override;
+  void wait_all() override;
+  bool overlaps() const override { return true; }
+  bool hierarchical() const { return stages_.size() > 1; }
+  int nodes() const { return nodes_; }
 
  private:
-  MPI_Comm comm_;
+  // One step of a reduction on one communicator; a rank outside it (MPI_COMM_NULL: a node's non-leader in
+  // the leaders' allreduce) skips it.
+  enum class Op { Allreduce, ReduceToRoot, BcastFromRoot };
+  struct Stage {
+    Op op;
+    MPI_Comm comm;
+  };
+  // A started bucket: the stages it has begun, and the requests of the newest one (one per chunk).
+  struct InFlight {
+    float* data = nullptr;
+    int64_t n = 0;
+    size_t begun = 0;
+    std::vector<MPI_Request> requests;
+  };
+  void start_stage(InFlight& f, const Stage& stage);
+  bool advance(size_t index);  // true when that bucket has finished every stage
+  std::vector<Stage> stages_;
+  std::vector<MPI_Comm> owned_;  // the duplicates and splits this object frees
+  std::vector<InFlight> in_flight_;
   int64_t max_chunk_;
   bool polite_wait_;
+  int nodes_ = 1;
+  std::string name_ = "mpi";
 };
 
 // True when this node runs more ranks than it has hardware threads.
@@ -59,9 +126,12 @@ Reduction choose_reduction(const std::vector<Device>& rank_devices, bool nccl_bu
 const char* reduction_name(Reduction r);
 
 // Collective over comm: gathers every rank's device, chooses as above and builds this rank's
-// communicator — NCCL (unique id broadcast over MPI), MPI on host buffers, or, for a GPU rank of a mixed
-// job, MPI through a pinned host copy of the device buffer.
-std::unique_ptr<Communicator> make_gradient_communicator(MPI_Comm comm, Device mine, bool polite_wait);
+// communicator — NCCL (unique id broadcast over MPI; NCCL arranges its own rings and trees across nodes),
+// MPI on host buffers, or, for a GPU rank of a mixed job, MPI through a pinned host copy of the device
+// buffer. The MPI ones are hierarchical over the nodes of node_comm as `hierarchy` and use_hierarchy say.
+std::unique_ptr<Communicator> make_gradient_communicator(MPI_Comm comm, Device mine, bool polite_wait,
+                                                         Hierarchy hierarchy = Hierarchy::Off,
+                                                         MPI_Comm node_comm = MPI_COMM_NULL);
 
 // Sums device buffers with NCCL on the GPUs (src/cuda's NcclCommunicator). Scaling runs on the GPU.
 class NcclGradCommunicator : public Communicator {
@@ -71,6 +141,11 @@ class NcclGradCommunicator : public Communicator {
   const char* name() const override { return "nccl"; }
   void allreduce_sum(float* device_data, int64_t n) override;
   void weighted_allreduce(float* device_grads, int64_t n, double weight) override;
+  // Buckets: scaled on the compute stream, then reduced on NCCL's own stream once the compute stream's
+  // work so far (the bucket's gradients) is done, while backward goes on; NCCL progresses by itself.
+  void start_weighted_allreduce(float* device_grads, int64_t n, double weight) override;
+  void wait_all() override;
+  bool overlaps() const override { return true; }
 
  private:
   std::unique_ptr<cuda::NcclCommunicator> nccl_;
@@ -82,7 +157,7 @@ class HostStagedCommunicator : public Communicator {
  public:
   explicit HostStagedCommunicator(std::unique_ptr<Communicator> host);
   ~HostStagedCommunicator() override;
-  const char* name() const override { return "mpi (staged through host memory)"; }
+  const char* name() const override { return name_.c_str(); }  // the host one's, "(staged through host memory)"
   void allreduce_sum(float* device_data, int64_t n) override;
   void weighted_allreduce(float* device_grads, int64_t n, double weight) override;
 
@@ -90,6 +165,7 @@ class HostStagedCommunicator : public Communicator {
   float* stage(const float* device_data, int64_t n);  // device → pinned host, returns the host copy
   void unstage(float* device_data, int64_t n);       // pinned host → device
   std::unique_ptr<Communicator> host_;
+  std::string name_;
   float* pinned_ = nullptr;
   int64_t capacity_ = 0;
 };

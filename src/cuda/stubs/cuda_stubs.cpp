@@ -52,6 +52,8 @@ NcclCommunicator::~NcclCommunicator() = default;
 int NcclCommunicator::rank() const { HT_NO_CUDA(); }
 int NcclCommunicator::size() const { HT_NO_CUDA(); }
 void NcclCommunicator::allreduce_sum(float*, int64_t, CudaStream) { HT_NO_CUDA(); }
+void NcclCommunicator::start_allreduce_sum(float*, int64_t, CudaStream) { HT_NO_CUDA(); }
+void NcclCommunicator::wait_started() { HT_NO_CUDA(); }
 CudaStream NcclCommunicator::stream() const { HT_NO_CUDA(); }
 
 struct CudnnConv2d::Impl {};
