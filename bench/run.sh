@@ -38,7 +38,7 @@ train_step() {
       local h p="" hr pr="-" pm="-" ratio="-" i ir="-" gain="-"
       h=$("$BIN/bench_train_step" "${args[@]}" 2>&1 | grep impl=) || { echo "   $model/$t threads: hetrain failed"; continue; }
       hr=$(field samples_per_s "$h")
-      # The same step with the im2col + GEMM convolutions (the reference twin; what hetrain ran before oneDNN).
+      # The same step with the im2col + GEMM convolutions (the reference twin).
       if [ "$(field conv "$h")" = onednn ]; then
         i=$("$BIN/bench_train_step" "${args[@]}" --cpu-conv im2col 2>&1 | grep impl=) && ir=$(field samples_per_s "$i") &&
           gain=$(printf '%.2fx' "$(calc "$hr/$ir")")
