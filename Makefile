@@ -144,7 +144,7 @@ CXX_PLAIN ?= g++
 
 # ---------------------------------------------------------------- sources
 # One archive per subsystem folder; link order runs from the top of the architecture to the bottom.
-SUBSYSTEMS := train dist data nn cpu cuda core
+SUBSYSTEMS := train dist detect data nn cpu cuda core
 # src/cuda holds the CUDA backend (*.cu, *.cpp) and, in src/cuda/stubs/, what a CPU-only build gets instead:
 # the same functions, failing loudly ("built without CUDA"), so public headers never change with the build.
 # src/cuda/common/ is plain C++ that both configurations build (rules about GPUs that need no GPU).

@@ -1,5 +1,6 @@
 // hetrain-pack inspect FILE [--verify]: what a dataset holds; --verify reads every shard, label and image
 // and recomputes mean/std.
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
@@ -48,10 +49,13 @@ std::string storage_of(const std::string& path) {
 
 int inspect_main(const std::vector<std::string>& args) {
   std::string file;
+  std::string task;
   bool verify = false;
   po::options_description d("inspect options");
   d.add_options()("file", po::value(&file)->required(), "dataset file (single file or shard index; positional)")(
-      "verify", po::bool_switch(&verify), "read every shard, label and image; recompute mean/std")("help,h", "this help");
+      "verify", po::bool_switch(&verify), "read every shard, label and image; recompute mean/std")(
+      "task", po::value(&task), "fail unless the dataset is of this kind: classification or detection")(
+      "help,h", "this help");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
@@ -63,18 +67,32 @@ int inspect_main(const std::vector<std::string>& args) {
   }
   po::notify(vm);
 
+  HT_CHECK(task.empty() || task == "classification" || task == "detection",
+           "--task must be classification or detection, got '", task, "'");
   auto ds = data::Dataset::open(file);
   const auto& in = ds->info();
+  if (task == "detection") data::require_detection(in, "--task detection");
+  if (task == "classification") data::require_classification(in, "--task classification");
   std::printf("file         %s\n", file.c_str());
   std::printf("format       %s version %d\n", data::kFormatName, data::kFormatVersion);
   std::printf("samples      %lld\n", (long long)in.num_samples);
   std::printf("shape        [N, C, H, W] = [%lld, %d, %d, %d] uint8\n", (long long)in.num_samples, in.channels,
               in.height, in.width);
   std::printf("storage      %s\n", storage_of(in.shard_files[0]).c_str());
-  std::printf("classes      %d\n", in.num_classes);
-  auto labels = ds->all_labels();
+  std::printf("task         %s\n", in.has_boxes ? "detection" : "classification");
   std::vector<int64_t> hist(in.num_classes, 0);
-  for (int32_t l : labels) ++hist[l];
+  if (in.has_boxes) {  // boxes per class (the labels only summarise a detection image)
+    const data::BoxList boxes = ds->all_boxes();
+    int64_t most = 0;
+    for (int64_t i = 0; i < boxes.samples(); ++i) most = std::max(most, boxes.count(i));
+    std::printf("boxes        %lld (%.2f per image, at most %lld)\n", (long long)in.num_boxes,
+                double(in.num_boxes) / double(in.num_samples), (long long)most);
+    for (int64_t r = 0; r < in.num_boxes; ++r) ++hist[int(boxes.box(r)[0])];
+    std::printf("classes      %d (boxes per class)\n", in.num_classes);
+  } else {
+    for (int32_t l : ds->all_labels()) ++hist[l];
+    std::printf("classes      %d\n", in.num_classes);
+  }
   for (int k = 0; k < in.num_classes; ++k)
     std::printf("  %4d %-24s %lld\n", k, in.class_names[k].c_str(), (long long)hist[k]);
   std::printf("mean        ");
@@ -111,8 +129,10 @@ int inspect_main(const std::vector<std::string>& args) {
     HT_CHECK(std::fabs(m - in.mean[c]) < 1e-3 && std::fabs(sd - in.std[c]) < 1e-3, file, ": channel ", c,
              " mean/std recomputed as ", m, "/", sd, " but stored as ", in.mean[c], "/", in.std[c]);
   }
-  std::printf("verify       OK: %zu shard(s), %lld labels in [0, %d), %lld images read, mean/std match\n",
-              in.shard_files.size(), (long long)N, in.num_classes, (long long)N);
+  std::printf("verify       OK: %zu shard(s), %lld labels in [0, %d), ", in.shard_files.size(), (long long)N,
+              in.num_classes);
+  if (in.has_boxes) std::printf("%lld boxes valid, ", (long long)in.num_boxes);
+  std::printf("%lld images read, mean/std match\n", (long long)N);
   return 0;
 }
 

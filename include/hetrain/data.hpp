@@ -3,7 +3,8 @@
 // Format (docs/dataset-format.md): uint8 /images [N, C, H, W], int32 /labels [N], root attributes
 // format="hetrain-dataset", version=1, num_classes, class_names, mean, std, source, created. A big dataset
 // is an index file listing shard files; Dataset opens either as one logical dataset and opens a shard only
-// when a read touches it.
+// when a read touches it. A detection dataset (task="detection") adds variable-length boxes per image:
+// float32 /boxes [M, 5] = (class, cx, cy, w, h) normalised to [0, 1], int64 /box_offsets [N+1].
 //
 // HDF5 here is built without thread safety: every HDF5 call in hetrain (reader thread, checkpoints, tools)
 // must hold hdf5_mutex().
@@ -46,8 +47,28 @@ struct DatasetInfo {
   std::string source, created;
   std::vector<std::string> shard_files;  // absolute or relative to cwd; one entry (path) for a single file
   std::vector<int64_t> shard_counts;
+  bool has_boxes = false;  // a detection dataset (root attribute task = "detection"): /boxes, /box_offsets
+  int64_t num_boxes = 0;   // M of the logical dataset (0 for classification)
   int64_t sample_bytes() const { return int64_t(channels) * height * width; }
 };
+
+// Boxes of a detection dataset, one row of 5 floats each: (class, cx, cy, w, h), the class an integer in
+// [0, num_classes), the centre and size normalised to [0, 1] by the image's width and height
+// (docs/dataset-format.md, "Detection datasets").
+constexpr int kBoxFields = 5;
+struct BoxList {  // the boxes of n samples, in sample order
+  std::vector<float> rows;       // [M, 5]
+  std::vector<int64_t> offsets;  // [n + 1]: sample i owns rows [offsets[i], offsets[i+1]); empty when n = 0
+  int64_t samples() const { return offsets.empty() ? 0 : int64_t(offsets.size()) - 1; }
+  int64_t count(int64_t i) const { return offsets[i + 1] - offsets[i]; }
+  const float* box(int64_t row) const { return rows.data() + row * kBoxFields; }
+};
+
+// For the trainer and tools: a dataset of the wrong kind gets one line naming its file. `who` says what
+// needs the kind, e.g. "model yolov5n.yaml" → "<file>: a classification dataset (no /boxes), but model
+// yolov5n.yaml needs a detection dataset (...)".
+void require_detection(const DatasetInfo& info, const std::string& who);
+void require_classification(const DatasetInfo& info, const std::string& who);
 
 class Dataset {  // one logical dataset: a single file or a shard index + shard files
  public:
@@ -58,7 +79,9 @@ class Dataset {  // one logical dataset: a single file or a shard index + shard 
   // Reads the given samples (any order, duplicates allowed) into images [n, C, H, W] uint8 and labels [n];
   // coalesces runs of consecutive indices into one hyperslab read; opens only the shards it touches.
   // labels may be null. Not reentrant: one reader thread per Dataset.
-  void read(const std::vector<int64_t>& indices, uint8_t* images, int32_t* labels);
+  // boxes (detection datasets only; may be null): replaced by the boxes of `indices`, in their order.
+  void read(const std::vector<int64_t>& indices, uint8_t* images, int32_t* labels, BoxList* boxes = nullptr);
+  bool has_boxes() const { return info_.has_boxes; }
   // Optional per-node in-memory cache: all ranks of node_comm share one copy in an MPI shared-memory window.
   // Collective over node_comm (every rank calls it); each node rank loads a slice, then reads come from memory.
   // When loading fails on any node rank, it throws on every node rank (the failing one with its reason).
@@ -66,6 +89,8 @@ class Dataset {  // one logical dataset: a single file or a shard index + shard 
   void enable_node_cache(MPI_Comm node_comm);
   // Every label in sample order (opens every shard; labels are kept in memory anyway).
   std::vector<int32_t> all_labels();
+  // Every box in sample order (detection datasets; opens every shard; boxes are kept in memory anyway).
+  BoxList all_boxes();
   bool node_cache_enabled() const { return cache_ != nullptr; }
   // Diagnostics: shards opened so far and H5Dread calls issued (coalescing tests, benchmarks).
   int shards_opened() const;
@@ -76,6 +101,8 @@ class Dataset {  // one logical dataset: a single file or a shard index + shard 
  private:
   Dataset() = default;
   Shard& shard(int s);  // opens on first use
+  int shard_of(int64_t index) const;  // the shard holding global sample `index`
+  void gather_boxes(const std::vector<int64_t>& indices, BoxList& out) const;  // their shards are open
   DatasetInfo info_;
   std::vector<int64_t> shard_begin_;  // first global index of each shard, plus N at the end
   std::vector<std::unique_ptr<Shard>> shards_;
@@ -136,8 +163,15 @@ void augment_batch(const uint8_t* images, int64_t n, const DatasetInfo& info, bo
 int crop_pad(bool augment, const AugmentConfig& aug);  // aug.crop_padding when cropping, else 0
 std::vector<int32_t> draw_crop_flip(const std::vector<int64_t>& indices, bool augment, const AugmentConfig& aug,
                                     uint64_t aug_seed);
-// Positional form, as augment_batch's.
-std::vector<int32_t> draw_crop_flip(int64_t n, bool augment, const AugmentConfig& aug, uint64_t aug_seed);
+// Positional form (samples keyed 0..n-1), as augment_batch's; its own name, so that a one-index list {i} cannot
+// silently become n = i.
+std::vector<int32_t> draw_crop_flip_positions(int64_t n, bool augment, const AugmentConfig& aug, uint64_t aug_seed);
+
+// Moves boxes with the pixels of draw_crop_flip's crops and flips (`crop_flip` [n, 3], `pad` its
+// crop_pad(), images height × width): the crop shifts them and clips them to the image, the flip mirrors
+// them (cx → 1 − cx). A clipped box keeps its place only while it has width, height and at least 10 % of
+// its area inside the image; otherwise it is dropped (docs/detection.md).
+void move_boxes(BoxList& boxes, const std::vector<int32_t>& crop_flip, int pad, int height, int width);
 
 enum class BatchForm {
   Float,  // images: augmented and normalised on the host (CPU ranks)
@@ -151,6 +185,9 @@ struct Batch {
   std::vector<int32_t> crop_flip;  // int32 [n, 3], see draw_crop_flip
   int crop_pad = 0;                // zero padding per side that crop_flip's corners assume
   std::vector<int32_t> labels;
+  // Detection datasets: each sample's boxes, already moved with its crop and flip (both forms); empty
+  // (no offsets) for a classification dataset.
+  BoxList boxes;
   std::vector<int64_t> indices;
   double wait_seconds = 0;  // time next() blocked
 };

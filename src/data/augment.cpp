@@ -4,7 +4,8 @@
 // neither the thread count, nor its position in the batch, nor the rank that reads it: with the trainer's
 // seed a function of (--seed, epoch), a sample is cropped and flipped alike under every split. draw_one()
 // is the only place that draws: the CPU path here and the GPU path (draw_crop_flip →
-// cuda::normalize_crop_flip) apply the same crops and flips.
+// cuda::normalize_crop_flip) apply the same crops and flips, and move_boxes() moves a detection sample's
+// boxes by them (docs/detection.md, "Augmentation").
 #include <algorithm>
 #include <thread>
 #include <vector>
@@ -82,7 +83,7 @@ std::vector<int64_t> positions(int64_t n) {
 }
 }  // namespace
 
-std::vector<int32_t> draw_crop_flip(int64_t n, bool augment, const AugmentConfig& aug, uint64_t aug_seed) {
+std::vector<int32_t> draw_crop_flip_positions(int64_t n, bool augment, const AugmentConfig& aug, uint64_t aug_seed) {
   return draw_crop_flip(positions(n), augment, aug, aug_seed);
 }
 
@@ -98,6 +99,54 @@ std::vector<int32_t> draw_crop_flip(const std::vector<int64_t>& indices, bool au
     out[3 * i + 2] = d.flip ? 1 : 0;
   }
   return out;
+}
+
+namespace {
+// One box under a crop offset (dy, dx) and flip, in pixels: augment_one's output pixel x shows source column
+// x + dx (then mirrored), so a source edge at x lands at x − dx, clipped to [0, W], and W − x when flipped.
+// Returns false when the box is to be dropped.
+bool move_box(float* b, int dy, int dx, bool flip, int H, int W) {
+  if (dx == 0 && dy == 0) {  // nothing clipped: only the flip, exactly cx → 1 − cx
+    if (flip) b[1] = 1.0f - b[1];
+    return true;
+  }
+  const double w = double(b[3]) * W, h = double(b[4]) * H;
+  const double ox0 = double(b[1]) * W - w / 2 - dx, oy0 = double(b[2]) * H - h / 2 - dy;
+  double x0 = std::clamp(ox0, 0.0, double(W)), x1 = std::clamp(ox0 + w, 0.0, double(W));
+  const double y0 = std::clamp(oy0, 0.0, double(H)), y1 = std::clamp(oy0 + h, 0.0, double(H));
+  if (x1 <= x0 || y1 <= y0 || (x1 - x0) * (y1 - y0) < 0.1 * w * h) return false;
+  if (flip) {
+    const double f0 = W - x1, f1 = W - x0;
+    x0 = f0;
+    x1 = f1;
+  }
+  b[1] = float((x0 + x1) / 2 / W);
+  b[2] = float((y0 + y1) / 2 / H);
+  b[3] = float((x1 - x0) / W);
+  b[4] = float((y1 - y0) / H);
+  return true;
+}
+}  // namespace
+
+void move_boxes(BoxList& boxes, const std::vector<int32_t>& crop_flip, int pad, int height, int width) {
+  const int64_t n = boxes.samples();
+  HT_CHECK(int64_t(crop_flip.size()) == 3 * n, "move_boxes: ", crop_flip.size() / 3, " crops for ", n, " samples");
+  // Rows are compacted in place: a dropped box's row is overwritten by the next kept one.
+  int64_t out = 0, begin = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int dy = crop_flip[3 * i] - pad, dx = crop_flip[3 * i + 1] - pad;
+    const bool flip = crop_flip[3 * i + 2] != 0;
+    const int64_t end = boxes.offsets[i + 1];
+    for (int64_t r = begin; r < end; ++r) {
+      float* b = boxes.rows.data() + r * kBoxFields;
+      if (!move_box(b, dy, dx, flip, height, width)) continue;
+      if (out != r) std::copy(b, b + kBoxFields, boxes.rows.data() + out * kBoxFields);
+      ++out;
+    }
+    begin = end;
+    boxes.offsets[i + 1] = out;
+  }
+  boxes.rows.resize(size_t(out) * kBoxFields);
 }
 
 void augment_batch(const uint8_t* images, int64_t n, const DatasetInfo& info, bool augment,

@@ -6,6 +6,7 @@
 // Images of uncompressed shards are copied from a memory map of the file (data/mapped_images.hpp, which also
 // turns a file shrinking under the map into an error); otherwise they are read with one H5Dread per run of
 // consecutive indices. After each read, the files read must still have the size and mtime seen at open.
+// Detection datasets: each file's boxes are read and checked with its labels (data/boxes.hpp).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "data/boxes.hpp"
 #include "data/h5util.hpp"
 #include "data/mapped_images.hpp"
 #include "hetrain/data.hpp"
@@ -48,6 +50,7 @@ struct Dataset::Shard {
   std::unique_ptr<MappedImages> mapped;  // null: read /images with H5Dread (compressed, unusual layout)
   FileWatch watch;                       // unmapped shards (a mapped one's map watches its file)
   std::vector<int32_t> labels;
+  FileBoxes boxes;  // detection datasets only
   // Throws "<file>: changed or truncated while reading" when the file's size or mtime changed since open.
   void check_unchanged() const {
     if (mapped) mapped->check_unchanged();
@@ -108,6 +111,11 @@ void read_info(hid_t f, const std::string& path, DatasetInfo& info) {
   for (float s : info.std) HT_CHECK(s > 0, path, ": std ", s, " is not positive");
   info.source = h5::has_attr(f, "source") ? h5::read_string_attr(f, "source", path) : "";
   info.created = h5::has_attr(f, "created") ? h5::read_string_attr(f, "created", path) : "";
+  // Files without the attribute predate detection: classification.
+  const std::string task = h5::has_attr(f, "task") ? h5::read_string_attr(f, "task", path) : "classification";
+  HT_CHECK(task == "classification" || task == "detection", path, ": attribute 'task' is '", task,
+           "', expected 'classification' or 'detection'");
+  info.has_boxes = task == "detection";
   HT_CHECK(info.num_samples > 0, path, ": empty dataset (num_samples is ", info.num_samples, ")");
 }
 
@@ -167,6 +175,11 @@ void open_arrays(Dataset::Shard& s, const DatasetInfo& info, bool map_images = t
   s.labels.resize(ln);
   HT_CHECK(H5Dread(labels, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.labels.data()) >= 0, p,
            ": cannot read /labels: ", h5::last_error());
+  if (info.has_boxes)
+    s.boxes = read_file_boxes(s.file, p, s.count, info.num_classes);
+  else
+    HT_CHECK(H5Lexists(s.file, "boxes", H5P_DEFAULT) <= 0, p,
+             ": has /boxes but is not marked as a detection dataset (root attribute task = \"detection\")");
   if (map_images) s.mapped = MappedImages::open(p, s.file, s.images, s.count, info.sample_bytes());
   if (!s.mapped) s.watch = FileWatch(p, -1);
   for (int64_t i = 0; i < s.count; ++i)
@@ -221,7 +234,15 @@ std::unique_ptr<Dataset> Dataset::open(const std::string& path) {
     // shard is refused while opening — before training allocates anything for the claimed counts, and on
     // every rank alike — rather than by whichever rank first reads from it. The shard is closed again: its
     // images are opened (and mapped) when a read first touches it.
-    for (size_t s = 0; s < files.size(); ++s) open_shard(ds->info_, int(s), false);
+    for (size_t s = 0; s < files.size(); ++s) {
+      const auto shard = open_shard(ds->info_, int(s), false);
+      if (ds->info_.has_boxes) ds->info_.num_boxes += shard->boxes.offsets.back();
+    }
+    if (ds->info_.has_boxes && h5::has_attr(f, "num_boxes")) {
+      const int64_t claimed = h5::read_int_attr(f, "num_boxes", path);
+      HT_CHECK(claimed == ds->info_.num_boxes, path, ": attribute 'num_boxes' says ", claimed,
+               " but the shards hold ", ds->info_.num_boxes, " boxes");
+    }
   } else {
     HT_CHECK(layout == "single" || layout == "shard", path, ": unknown layout '", layout, "'");
     ds->info_.shard_files = {path};
@@ -236,6 +257,7 @@ std::unique_ptr<Dataset> Dataset::open(const std::string& path) {
     s->count = ds->info_.num_samples;
     s->file = std::move(f);
     open_arrays(*s, ds->info_);
+    if (ds->info_.has_boxes) ds->info_.num_boxes = s->boxes.offsets.back();
     ds->shards_[0] = std::move(s);
   }
   return ds;
@@ -264,16 +286,35 @@ int Dataset::shards_opened() const {
   return n;
 }
 
-void Dataset::read(const std::vector<int64_t>& indices, uint8_t* images, int32_t* labels) {
+int Dataset::shard_of(int64_t index) const {
+  return int(std::upper_bound(shard_begin_.begin(), shard_begin_.end(), index) - shard_begin_.begin()) - 1;
+}
+
+void Dataset::gather_boxes(const std::vector<int64_t>& indices, BoxList& out) const {
+  out.rows.clear();
+  out.offsets.assign(1, 0);
+  for (int64_t i : indices) {
+    const int s = shards_.size() == 1 ? 0 : shard_of(i);
+    append_sample_boxes(shards_[s]->boxes, i - shard_begin_[s], out.rows, out.offsets);
+  }
+}
+
+void Dataset::read(const std::vector<int64_t>& indices, uint8_t* images, int32_t* labels, BoxList* boxes) {
   const int64_t n = int64_t(indices.size()), N = info_.num_samples, sb = info_.sample_bytes();
   for (int64_t i = 0; i < n; ++i)
     HT_CHECK(indices[i] >= 0 && indices[i] < N, info_.path, ": sample index ", indices[i], " outside [0, ", N, ")");
+  if (boxes) {
+    HT_CHECK(info_.has_boxes, info_.path, ": boxes asked of a classification dataset (no /boxes)");
+    *boxes = BoxList();
+    boxes->offsets.assign(1, 0);
+  }
   if (n == 0) return;
-  if (cache_) {
+  if (cache_) {  // enable_node_cache opened every shard: their boxes are in memory
     for (int64_t i = 0; i < n; ++i) {
       std::memcpy(images + i * sb, cache_ + indices[i] * sb, sb);
       if (labels) labels[i] = cache_labels_[indices[i]];
     }
+    if (boxes) gather_boxes(indices, *boxes);
     return;
   }
   // Sort positions by sample index and list each distinct sample once (uniq). A sample whose shard is
@@ -293,9 +334,6 @@ void Dataset::read(const std::vector<int64_t>& indices, uint8_t* images, int32_t
   std::vector<int> ushard(U);
   std::vector<int64_t> usrc(U, -1);  // the sample's file offset in its shard, or -1: read with HDF5
   std::vector<int32_t> ulabels(U);
-  auto shard_of = [&](int64_t i) {
-    return int(std::upper_bound(shard_begin_.begin(), shard_begin_.end(), i) - shard_begin_.begin()) - 1;
-  };
   // The HDF5 mutex is needed only to open a shard or to look up a chunk address the first time.
   bool all_known = true;
   for (size_t u = 0; u < U; ++u) {
@@ -387,6 +425,8 @@ void Dataset::read(const std::vector<int64_t>& indices, uint8_t* images, int32_t
   // index, so each shard appears as one run).
   for (size_t u = 0; u < U; ++u)
     if (u == 0 || ushard[u] != ushard[u - 1]) shards_[ushard[u]]->check_unchanged();
+  // Every shard of `indices` is open by now (boxes come from memory, like labels).
+  if (boxes) gather_boxes(indices, *boxes);
 }
 
 void Dataset::enable_node_cache(MPI_Comm node_comm) {
@@ -462,6 +502,17 @@ std::vector<int32_t> Dataset::all_labels() {
     Shard& sh = shard(int(s));
     std::copy(sh.labels.begin(), sh.labels.end(), out.begin() + shard_begin_[s]);
   }
+  return out;
+}
+
+BoxList Dataset::all_boxes() {
+  HT_CHECK(info_.has_boxes, info_.path, ": boxes asked of a classification dataset (no /boxes)");
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  for (size_t s = 0; s < shards_.size(); ++s) shard(int(s));
+  std::vector<int64_t> all(size_t(info_.num_samples));
+  std::iota(all.begin(), all.end(), 0);
+  BoxList out;
+  gather_boxes(all, out);
   return out;
 }
 }  // namespace hetrain::data

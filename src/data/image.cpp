@@ -89,6 +89,54 @@ Image decode_image(const std::string& path, int channels) {
   HT_THROW(path, ": unsupported image type '.", e, "' (JPEG and PNG only)");
 }
 
+Image resize_bilinear(const Image& in, int out_h, int out_w) {
+  const int C = in.channels, H = in.height, W = in.width;
+  HT_CHECK(H > 0 && W > 0 && out_h > 0 && out_w > 0, "bad image or target size");
+  Image out;
+  out.height = out_h;
+  out.width = out_w;
+  out.channels = C;
+  out.pixels.resize(size_t(out_h) * out_w * C);
+  const double sy = double(out_h) / H, sx = double(out_w) / W;
+  for (int y = 0; y < out_h; ++y) {
+    const double fy = std::clamp((y + 0.5) / sy - 0.5, 0.0, double(H - 1));
+    const int y0 = int(fy), y1 = std::min(y0 + 1, H - 1);
+    const double wy = fy - y0;
+    for (int x = 0; x < out_w; ++x) {
+      const double fx = std::clamp((x + 0.5) / sx - 0.5, 0.0, double(W - 1));
+      const int x0 = int(fx), x1 = std::min(x0 + 1, W - 1);
+      const double wx = fx - x0;
+      for (int c = 0; c < C; ++c) {
+        auto px = [&](int yy, int xx) { return double(in.pixels[(size_t(yy) * W + xx) * C + c]); };
+        const double v =
+            (1 - wy) * ((1 - wx) * px(y0, x0) + wx * px(y0, x1)) + wy * ((1 - wx) * px(y1, x0) + wx * px(y1, x1));
+        out.pixels[(size_t(y) * out_w + x) * C + c] = uint8_t(std::lround(std::clamp(v, 0.0, 255.0)));
+      }
+    }
+  }
+  return out;
+}
+
+Placement letterbox(const Image& in, int size, uint8_t fill, uint8_t* out) {
+  const int C = in.channels, H = in.height, W = in.width;
+  HT_CHECK(H > 0 && W > 0 && size > 0, "bad image or target size");
+  const double r = double(size) / std::max(H, W);
+  const int h = std::clamp(int(std::lround(H * r)), 1, size), w = std::clamp(int(std::lround(W * r)), 1, size);
+  Placement p;
+  p.scale_x = double(w) / W;
+  p.scale_y = double(h) / H;
+  p.pad_x = (size - w) / 2;
+  p.pad_y = (size - h) / 2;
+  std::fill(out, out + size_t(C) * size * size, fill);
+  const Image scaled = h == H && w == W ? in : resize_bilinear(in, h, w);
+  for (int c = 0; c < C; ++c)
+    for (int y = 0; y < h; ++y) {
+      uint8_t* row = out + (size_t(c) * size + p.pad_y + y) * size + p.pad_x;
+      for (int x = 0; x < w; ++x) row[x] = scaled.pixels[(size_t(y) * w + x) * C + c];
+    }
+  return p;
+}
+
 void resize_center_crop(const Image& in, int size, uint8_t* out) {
   const int C = in.channels, H = in.height, W = in.width;
   HT_CHECK(H > 0 && W > 0 && size > 0, "bad image or target size");

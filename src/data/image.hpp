@@ -1,4 +1,5 @@
-// data/image.hpp — decoding JPEG/PNG files and the resize + centre crop of the folder packer.
+// data/image.hpp — decoding JPEG/PNG files, the resize + centre crop of the folder packer and the
+// letterbox of the detection packers.
 #pragma once
 
 #include <cstdint>
@@ -21,5 +22,17 @@ Image decode_image(const std::string& path, int channels);  // by extension
 // Shorter side → size (bilinear, pixel centres aligned), then the centre size×size crop, as CHW.
 // An image already size×size is copied unchanged.
 void resize_center_crop(const Image& in, int size, uint8_t* out_chw);
+
+// Where letterbox() put the image: a point at pixel-edge coordinate (x, y) of the input lands at
+// (x·scale_x + pad_x, y·scale_y + pad_y) of the output.
+struct Placement {
+  double scale_x = 1, scale_y = 1;
+  int pad_x = 0, pad_y = 0;
+};
+// The whole image scaled by size / max(H, W) (bilinear, pixel centres aligned; the scaled sides rounded to
+// whole pixels), centred on a size×size canvas of `fill`, as CHW. Boxes stay whole: nothing is cropped.
+Placement letterbox(const Image& in, int size, uint8_t fill, uint8_t* out_chw);
+// Bilinear resize of an HWC image to out_h × out_w (pixel centres aligned), HWC.
+Image resize_bilinear(const Image& in, int out_h, int out_w);
 
 }  // namespace hetrain::data

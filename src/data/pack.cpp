@@ -37,6 +37,22 @@ std::string shard_path(const std::string& output, int s, int S) {
   return stem + buf + ext;
 }
 
+void SampleSource::get_boxed(int64_t i, uint8_t* image, int32_t* label, std::vector<float>& boxes) const {
+  get(i, image, label);
+  boxes.clear();
+}
+
+int32_t label_of_boxes(const std::vector<float>& boxes) {
+  int32_t label = 0;
+  float largest = -1;
+  for (size_t r = 0; r + kBoxFields <= boxes.size(); r += kBoxFields)
+    if (boxes[r + 3] * boxes[r + 4] > largest) {
+      largest = boxes[r + 3] * boxes[r + 4];
+      label = int32_t(boxes[r]);
+    }
+  return label;
+}
+
 namespace {
 
 std::string base_name(const std::string& p) {
@@ -52,20 +68,32 @@ void fill(const SampleSource& src, const std::vector<int64_t>& order, int64_t be
   const int64_t block = std::max<int64_t>(1, std::min<int64_t>(1024, (32 << 20) / sb));
   std::vector<uint8_t> images(block * sb);
   std::vector<int32_t> labels(block);
+  const bool detection = src.meta.has_boxes;
+  std::vector<std::vector<float>> boxes(detection ? block : 0);  // per sample of the block
+  BoxList batch_boxes;
   for (int64_t b = begin; b < end; b += block) {
     int64_t n = std::min(block, end - b);
     std::exception_ptr err;
 #pragma omp parallel for schedule(dynamic, 4)
     for (int64_t i = 0; i < n; ++i) {
       try {
-        src.get(order[b + i], images.data() + i * sb, &labels[i]);
+        if (detection) src.get_boxed(order[b + i], images.data() + i * sb, &labels[i], boxes[i]);
+        else src.get(order[b + i], images.data() + i * sb, &labels[i]);
       } catch (...) {
 #pragma omp critical
         if (!err) err = std::current_exception();
       }
     }
     if (err) std::rethrow_exception(err);
-    w.append(images.data(), labels.data(), n);
+    if (detection) {
+      batch_boxes.rows.clear();
+      batch_boxes.offsets.assign(1, 0);
+      for (int64_t i = 0; i < n; ++i) {
+        batch_boxes.rows.insert(batch_boxes.rows.end(), boxes[i].begin(), boxes[i].end());
+        batch_boxes.offsets.push_back(int64_t(batch_boxes.rows.size()) / kBoxFields);
+      }
+    }
+    w.append(images.data(), labels.data(), n, detection ? &batch_boxes : nullptr);
     progress.add(n);
   }
 }
@@ -171,8 +199,9 @@ std::string check_outputs(const std::vector<std::pair<std::string, std::string>>
   return "";
 }
 
-// Packs the samples `order` of src into `output`. Collective over comm.
-void pack_one(const SampleSource& src, const std::vector<int64_t>& order, const std::string& output,
+// Packs the samples `order` of src into `output`; returns the number of boxes written (detection sources).
+// Collective over comm.
+int64_t pack_one(const SampleSource& src, const std::vector<int64_t>& order, const std::string& output,
               const PackOptions& opt, PackResult& result) {
   int rank = 0, size = 1;
   if (mpi_up()) {
@@ -189,7 +218,8 @@ void pack_one(const SampleSource& src, const std::vector<int64_t>& order, const 
 
   // Phase 1: every rank writes its shards to temp files; errors are held until all ranks meet.
   std::vector<std::unique_ptr<FileWriter>> writers;
-  std::vector<double> stats(2 * C + 1, 0.0);  // Σx per channel, Σx² per channel, pixel count per channel
+  // Σx per channel, Σx² per channel, pixel count per channel, boxes (exact in a double below 2^53)
+  std::vector<double> stats(2 * C + 2, 0.0);
   std::string error;
   try {
     int64_t mine = 0;
@@ -204,6 +234,7 @@ void pack_one(const SampleSource& src, const std::vector<int64_t>& order, const 
         stats[C + c] += writers.back()->sumsq()[c];
       }
       stats[2 * C] += double(writers.back()->written()) * src.meta.height * src.meta.width;
+      stats[2 * C + 1] += double(writers.back()->boxes_written());
     }
     progress.finish();
   } catch (const Error& e) {
@@ -254,10 +285,11 @@ void pack_one(const SampleSource& src, const std::vector<int64_t>& order, const 
       counts.push_back(shard_begin(s + 1) - shard_begin(s));
       result.files.push_back(shard_path(output, s, S));
     }
-    if (rank == 0) write_index(output, src.meta, files, counts, mean, stdev);
+    if (rank == 0) write_index(output, src.meta, files, counts, mean, stdev, int64_t(total[2 * C + 1]));
     barrier(opt.comm);
   }
   result.files.push_back(output);
+  return int64_t(total[2 * C + 1]);
 }
 
 }  // namespace
@@ -298,11 +330,11 @@ PackResult pack(const SampleSource& src, const PackOptions& opt) {
   barrier(opt.comm);
 
   PackResult result;
-  pack_one(src, train, opt.output, opt, result);
+  result.train_boxes = pack_one(src, train, opt.output, opt, result);
   result.train_count = int64_t(train.size());
   if (!val.empty()) {
     PackOptions vopt = opt;
-    pack_one(src, val, opt.val_output, vopt, result);
+    result.val_boxes = pack_one(src, val, opt.val_output, vopt, result);
     result.val_count = int64_t(val.size());
   }
   return result;

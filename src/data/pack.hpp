@@ -1,4 +1,5 @@
-// data/pack.hpp — converting sources (IDX, CIFAR, image folders, synthetic) into dataset files.
+// data/pack.hpp — converting sources (IDX, CIFAR, image folders, synthetic; for detection: generated
+// Fashion-MNIST scenes and COCO) into dataset files.
 //
 // A SampleSource gives random access to decoded samples; pack() writes one logical dataset (single file
 // or shards + index) and an optional validation split, in parallel over the ranks of a communicator
@@ -24,8 +25,15 @@ class SampleSource {
   // Decodes sample i into image [C, H, W] and *label. Thread-safe; throws hetrain::Error naming the input
   // file and the entry or offset when the input is bad.
   virtual void get(int64_t i, uint8_t* image, int32_t* label) const = 0;
+  // Detection sources (meta.has_boxes) override this: sample i with its boxes, kBoxFields floats each
+  // (class, cx, cy, w, h normalised; docs/dataset-format.md). The default is get() with no boxes.
+  virtual void get_boxed(int64_t i, uint8_t* image, int32_t* label, std::vector<float>& boxes) const;
   DatasetMeta meta;
 };
+
+// The label a detection image carries in /labels (which every dataset has): the class of its largest box,
+// 0 for an image without boxes. Detectors read /boxes; the label only summarises (inspect's histogram).
+int32_t label_of_boxes(const std::vector<float>& boxes);
 
 // IDX (MNIST format; plain or gzip): images idx3 uint8 [N, H, W], labels idx1 uint8 [N].
 // num_classes 0 = max label + 1 (at least 10 when that fits the labels); class_names optional.
@@ -41,6 +49,27 @@ std::unique_ptr<SampleSource> open_folder(const std::string& root, int size, int
 // Seeded images with a learnable class structure (a smooth per-class pattern plus noise).
 std::unique_ptr<SampleSource> open_synthetic(uint64_t seed, int64_t count, int channels, int height, int width,
                                              int num_classes);
+
+// Generated detection scenes (docs/detection.md): sample i pastes 1..max_items items of `items` (a
+// classification source of small grey images with a dark background, e.g. Fashion-MNIST's IDX files), each
+// at 1-3x scale, onto a noisy canvas of 128-320 px per side, then letterboxes it to size x size.
+// Boxes are the tight bounds of each pasted item's nonzero pixels; classes are the items' classes.
+// Everything derives from (seed, split_tag, i): any rank generates any sample, the same one every time.
+struct DetectSyntheticOptions {
+  uint64_t seed = 1;
+  uint64_t split_tag = 0;  // mixed into the seed, so the splits' canvases differ too (0 = train, 1 = test)
+  int64_t count = 1000;
+  int max_items = 4;
+  int size = 320;
+  int channels = 1;  // 1 = grey; 3 = items and canvas tinted with seeded colours
+};
+std::unique_ptr<SampleSource> open_detect_synthetic(std::shared_ptr<const SampleSource> items,
+                                                    const DetectSyntheticOptions& opt);
+// COCO-format object detection (instances_*.json + an image folder): images in the order of their ids,
+// each letterboxed to size x size; category ids mapped to contiguous classes in increasing id order, their
+// names kept; crowd annotations skipped; boxes converted to normalised (cx, cy, w, h).
+std::unique_ptr<SampleSource> open_coco(const std::string& images_dir, const std::string& annotations, int size,
+                                        int channels);
 
 struct PackOptions {
   std::string output;       // single file, or the index file when sharded
@@ -59,6 +88,7 @@ struct PackOptions {
 
 struct PackResult {
   int64_t train_count = 0, val_count = 0;
+  int64_t train_boxes = 0, val_boxes = 0;  // detection datasets
   std::vector<std::string> files;  // every file written (indices and shards)
 };
 

@@ -2,7 +2,8 @@
 // in order, at most `depth` batches ahead of next(); the augmentation thread converts each read batch to a
 // normalised float tensor (or, Raw form, only draws its crops and flips for the device to apply). So reading
 // batch k+1 overlaps converting batch k, and both overlap the trainer's compute. Errors are stored with their
-// batch and rethrown by next().
+// batch and rethrown by next(). Detection datasets: the reader also delivers each sample's boxes, and the
+// augmentation stage moves them with the sample's crop and flip (in both forms).
 #include <algorithm>
 #include <chrono>
 
@@ -69,7 +70,7 @@ void Prefetcher::read_loop() {
       const size_t n = job->indices.size();
       if (raw.size() < n * size_t(info.sample_bytes())) raw.resize(n * size_t(info.sample_bytes()));
       job->result.labels.resize(n);
-      ds_.read(job->indices, raw.data(), job->result.labels.data());
+      ds_.read(job->indices, raw.data(), job->result.labels.data(), ds_.has_boxes() ? &job->result.boxes : nullptr);
     } catch (...) {
       job->error = std::current_exception();
     }
@@ -105,6 +106,9 @@ void Prefetcher::augment_loop() {
       try {
         const DatasetInfo& info = ds_.info();
         const int64_t n = int64_t(job->indices.size());
+        if (info.has_boxes && job->augment)
+          move_boxes(job->result.boxes, draw_crop_flip(job->indices, true, job->aug, job->seed),
+                     crop_pad(true, job->aug), info.height, info.width);
         if (job->form == BatchForm::Raw) {
           // Hand the read buffer over (no copy); the reader allocates a new one for a later batch.
           job->result.raw = std::move(job->raw);

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <mutex>
 
+#include "data/boxes.hpp"
 #include "hetrain/data.hpp"
 #include "hetrain/error.hpp"
 
@@ -124,12 +125,41 @@ FileWriter::FileWriter(const std::string& path, int64_t n, const DatasetMeta& me
   if (opt.gzip_level > 0) H5Pset_deflate(lpl, opt.gzip_level);
   labels_ = h5::Id(H5Dcreate2(file_, "labels", H5T_STD_I32LE, lspace, H5P_DEFAULT, lpl, H5P_DEFAULT));
   HT_CHECK(labels_.valid(), tmp_, ": cannot create /labels: ", h5::last_error());
+  if (meta.has_boxes) create_boxes(opt);
+}
+
+// /boxes grows as samples are appended (their box count is not known in advance): extendible along M,
+// chunks of 4096 boxes (80 KiB).
+void FileWriter::create_boxes(const WriteOptions& opt) {
+  hsize_t dims[2] = {0, hsize_t(kBoxFields)}, maxdims[2] = {H5S_UNLIMITED, hsize_t(kBoxFields)};
+  hsize_t chunk[2] = {4096, hsize_t(kBoxFields)};
+  h5::Id space(H5Screate_simple(2, dims, maxdims));
+  h5::Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  H5Pset_chunk(dcpl, 2, chunk);
+  if (opt.gzip_level > 0) H5Pset_deflate(dcpl, opt.gzip_level);
+  boxes_ = h5::Id(H5Dcreate2(file_, "boxes", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+  HT_CHECK(boxes_.valid(), tmp_, ": cannot create /boxes: ", h5::last_error());
+}
+
+void FileWriter::append_boxes(const BoxList& boxes, int64_t count) {
+  const int64_t m = boxes.offsets[count] - boxes.offsets[0], at = box_offsets_.back();
+  for (int64_t i = 0; i < count; ++i) box_offsets_.push_back(at + boxes.offsets[i + 1] - boxes.offsets[0]);
+  if (m == 0) return;
+  hsize_t size[2] = {hsize_t(at + m), hsize_t(kBoxFields)}, start[2] = {hsize_t(at), 0},
+          cnt[2] = {hsize_t(m), hsize_t(kBoxFields)};
+  HT_CHECK(H5Dset_extent(boxes_, size) >= 0, tmp_, ": cannot extend /boxes: ", h5::last_error());
+  h5::Id fspace(H5Dget_space(boxes_));
+  H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, cnt, nullptr);
+  h5::Id mspace(H5Screate_simple(2, cnt, nullptr));
+  HT_CHECK(H5Dwrite(boxes_, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, boxes.box(boxes.offsets[0])) >= 0, tmp_,
+           ": cannot write boxes: ", h5::last_error());
 }
 
 FileWriter::~FileWriter() {
   if (committed_) return;
   {
     std::lock_guard<std::mutex> lock(hdf5_mutex());
+    boxes_.reset();
     labels_.reset();
     images_.reset();
     file_.reset();
@@ -138,8 +168,10 @@ FileWriter::~FileWriter() {
   release_temp(temp_slot_);
 }
 
-void FileWriter::append(const uint8_t* images, const int32_t* labels, int64_t count) {
+void FileWriter::append(const uint8_t* images, const int32_t* labels, int64_t count, const BoxList* boxes) {
   HT_CHECK(!finished_ && written_ + count <= n_, path_, ": more samples appended than the ", n_, " announced");
+  HT_CHECK(meta_.has_boxes == (boxes != nullptr), path_, meta_.has_boxes ? ": a detection dataset needs boxes"
+                                                                         : ": boxes given for a classification dataset");
   const int C = meta_.channels;
   const int64_t plane = int64_t(meta_.height) * meta_.width;
   for (int64_t i = 0; i < count; ++i) {
@@ -154,6 +186,15 @@ void FileWriter::append(const uint8_t* images, const int32_t* labels, int64_t co
       sumsq_[c] += double(s2) / (255.0 * 255.0);
     }
   }
+  if (boxes) {  // checked before anything is written: a bad box leaves the file as it was
+    HT_CHECK(boxes->samples() == count, path_, ": boxes of ", boxes->samples(), " samples appended with ", count,
+             " images");
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t r = boxes->offsets[i]; r < boxes->offsets[i + 1]; ++r) {
+        const std::string why = box_problem(boxes->box(r), meta_.num_classes);
+        HT_CHECK(why.empty(), path_, ": sample ", written_ + i, ": box ", r - boxes->offsets[i], " ", why);
+      }
+  }
   std::lock_guard<std::mutex> lock(hdf5_mutex());
   hsize_t start[4] = {hsize_t(written_), 0, 0, 0};
   hsize_t cnt[4] = {hsize_t(count), hsize_t(C), hsize_t(meta_.height), hsize_t(meta_.width)};
@@ -167,11 +208,12 @@ void FileWriter::append(const uint8_t* images, const int32_t* labels, int64_t co
   h5::Id lmspace(H5Screate_simple(1, cnt, nullptr));
   HT_CHECK(H5Dwrite(labels_, H5T_NATIVE_INT32, lmspace, lfspace, H5P_DEFAULT, labels) >= 0, tmp_,
            ": cannot write labels: ", h5::last_error());
+  if (boxes) append_boxes(*boxes, count);
   written_ += count;
 }
 
 void write_common_attrs(hid_t file, const DatasetMeta& meta, int64_t num_samples, const std::vector<float>& mean,
-                        const std::vector<float>& std, const std::string& layout) {
+                        const std::vector<float>& std, const std::string& layout, int64_t num_boxes) {
   h5::write_string_attr(file, "format", kFormatName);
   h5::write_int_attr(file, "version", kFormatVersion);
   h5::write_string_attr(file, "layout", layout);
@@ -186,13 +228,25 @@ void write_common_attrs(hid_t file, const DatasetMeta& meta, int64_t num_samples
   h5::write_float_array_attr(file, "std", std);
   h5::write_string_attr(file, "source", meta.source);
   h5::write_string_attr(file, "created", iso_time_now() + " by hetrain-pack");
+  if (meta.has_boxes) {
+    h5::write_string_attr(file, "task", "detection");
+    h5::write_int_attr(file, "num_boxes", num_boxes, H5T_STD_I64LE);
+  }
 }
 
 void FileWriter::finish(const std::vector<float>& mean, const std::vector<float>& std, int shard_index,
                         int shard_count) {
   HT_CHECK(written_ == n_, path_, ": ", written_, " samples written, ", n_, " announced");
   std::lock_guard<std::mutex> lock(hdf5_mutex());
-  write_common_attrs(file_, meta_, n_, mean, std, shard_index < 0 ? "single" : "shard");
+  write_common_attrs(file_, meta_, n_, mean, std, shard_index < 0 ? "single" : "shard", box_offsets_.back());
+  if (meta_.has_boxes) {
+    hsize_t n1 = hsize_t(box_offsets_.size());
+    h5::Id space(H5Screate_simple(1, &n1, nullptr));
+    h5::Id d(H5Dcreate2(file_, "box_offsets", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    HT_CHECK(d.valid() && H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, box_offsets_.data()) >= 0,
+             tmp_, ": cannot write /box_offsets: ", h5::last_error());
+  }
+  boxes_.reset();
   if (shard_index >= 0) {
     h5::write_int_attr(file_, "shard_index", shard_index);
     h5::write_int_attr(file_, "shard_count", shard_count);
@@ -213,7 +267,7 @@ void FileWriter::commit() {
 
 void write_index(const std::string& path, const DatasetMeta& meta, const std::vector<std::string>& shard_files,
                  const std::vector<int64_t>& shard_counts, const std::vector<float>& mean,
-                 const std::vector<float>& std) {
+                 const std::vector<float>& std, int64_t num_boxes) {
   std::string tmp = temp_name_for(path);
   int64_t total = 0;
   for (int64_t c : shard_counts) total += c;
@@ -223,7 +277,7 @@ void write_index(const std::string& path, const DatasetMeta& meta, const std::ve
     h5::quiet();
     h5::Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
     HT_CHECK(file.valid(), tmp, ": cannot create file: ", h5::last_error());
-    write_common_attrs(file, meta, total, mean, std, "index");
+    write_common_attrs(file, meta, total, mean, std, "index", num_boxes);
     h5::Id group(H5Gcreate2(file, "shards", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
     h5::write_string_dataset(group, "files", shard_files);
     hsize_t n = shard_counts.size();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "data/h5util.hpp"
+#include "hetrain/data.hpp"
 
 namespace hetrain::data {
 
@@ -23,6 +24,7 @@ struct DatasetMeta {
   int channels = 0, height = 0, width = 0, num_classes = 0;
   std::vector<std::string> class_names;
   std::string source;  // free text: converter and input files
+  bool has_boxes = false;  // a detection dataset: /boxes and /box_offsets, task = "detection"
 };
 
 // Temporary files and signals: every temporary a FileWriter or write_index creates is recorded (in static
@@ -44,9 +46,11 @@ class FileWriter {
   FileWriter(const FileWriter&) = delete;
   FileWriter& operator=(const FileWriter&) = delete;
 
-  // images [count, C, H, W], labels [count]; labels must lie in [0, num_classes).
-  void append(const uint8_t* images, const int32_t* labels, int64_t count);
+  // images [count, C, H, W], labels [count]; labels must lie in [0, num_classes). Detection datasets
+  // (meta.has_boxes) also take the boxes of these `count` samples, each checked by box_problem().
+  void append(const uint8_t* images, const int32_t* labels, int64_t count, const BoxList* boxes = nullptr);
   int64_t written() const { return written_; }
+  int64_t boxes_written() const { return box_offsets_.back(); }
   // Per-channel Σx and Σx² on the [0,1] scale over everything appended, and the class histogram.
   const std::vector<double>& sum() const { return sum_; }
   const std::vector<double>& sumsq() const { return sumsq_; }
@@ -62,21 +66,25 @@ class FileWriter {
   std::string path_, tmp_;
   DatasetMeta meta_;
   int64_t n_, written_ = 0;
-  h5::Id file_, images_, labels_;
+  h5::Id file_, images_, labels_, boxes_;
+  std::vector<int64_t> box_offsets_{0};  // [written + 1]; /box_offsets is written by finish()
   std::vector<double> sum_, sumsq_;
   std::vector<int64_t> hist_;
   bool finished_ = false, committed_ = false;
   int temp_slot_ = -1;  // registration of tmp_ for removal on a signal
+  void create_boxes(const WriteOptions& opt);
+  void append_boxes(const BoxList& boxes, int64_t count);  // caller holds the HDF5 mutex
 };
 
 // Writes the root attributes every v1 file carries (format, version, classes, mean/std, shape, ...).
+// Detection datasets (meta.has_boxes) also get task = "detection" and num_boxes.
 void write_common_attrs(hid_t file, const DatasetMeta& meta, int64_t num_samples, const std::vector<float>& mean,
-                        const std::vector<float>& std, const std::string& layout);
+                        const std::vector<float>& std, const std::string& layout, int64_t num_boxes = 0);
 
 // The index of a shard set: written to a temp name and renamed. shard_files are stored relative to the
-// index file's folder.
+// index file's folder. num_boxes: the boxes of all shards (detection datasets).
 void write_index(const std::string& path, const DatasetMeta& meta, const std::vector<std::string>& shard_files,
                  const std::vector<int64_t>& shard_counts, const std::vector<float>& mean,
-                 const std::vector<float>& std);
+                 const std::vector<float>& std, int64_t num_boxes = 0);
 
 }  // namespace hetrain::data

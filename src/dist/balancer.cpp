@@ -34,7 +34,7 @@ void Balancer::record(int64_t b, double compute_seconds) { window_.add(b, comput
 
 bool Balancer::off_model(int64_t step) const {
   return have_mine_ && planner_.may_refit_early(step) && step - last_early_ >= kCooldown &&
-         window_.newest_off(mine_, kFastRun, kFastRatio);
+         window_.steps_off(mine_) > 0;
 }
 
 bool Balancer::update(int64_t step, bool early) {
@@ -42,9 +42,9 @@ bool Balancer::update(int64_t step, bool early) {
   if (!planner_.needs_models(step) && !early) return planner_.advance(step, {});
   if (early) {
     last_early_ = step;
-    // The rank(s) whose speed changed fit the new regime from its kFastRun steps alone, and later fits
-    // never mix in the old regime's steps; the others keep their windows.
-    if (have_mine_ && window_.newest_off(mine_, kFastRun, kFastRatio)) window_.keep_newest(kFastRun);
+    // The rank(s) whose speed changed fit the new regime from its off steps alone, and later fits never
+    // mix in the old regime's steps; the others keep their windows.
+    if (const size_t run = have_mine_ ? window_.steps_off(mine_) : 0; run > 0) window_.keep_newest(run);
   }
   CostModel fitted = window_.fit(have_mine_ ? &mine_ : nullptr);
   if (fitted.beta > 0) mine_ = fitted, have_mine_ = true;

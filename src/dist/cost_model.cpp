@@ -106,6 +106,12 @@ bool CostWindow::newest_off(const CostModel& model, size_t run, double off_ratio
   return true;
 }
 
+size_t CostWindow::steps_off(const CostModel& model) const {
+  if (newest_off(model, 2, 2.0)) return 2;
+  if (newest_off(model, 1, 3.0)) return 1;
+  return 0;
+}
+
 CostModel CostWindow::fit(const CostModel* previous) const {
   // After a regime change the older samples describe a machine that is gone: fit the new regime alone.
   const size_t first = previous ? shift_start(samples_, *previous, kMinShiftRun) : 0;

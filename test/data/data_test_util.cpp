@@ -122,4 +122,38 @@ std::vector<uint8_t> smooth_image(int h, int w, int channels, int seed) {
   return out;
 }
 
+BoxSource::BoxSource(std::vector<std::vector<float>> boxes, int channels, int height, int width, int num_classes)
+    : boxes_(std::move(boxes)) {
+  meta.channels = channels;
+  meta.height = height;
+  meta.width = width;
+  meta.num_classes = num_classes;
+  meta.has_boxes = true;
+  meta.source = "test boxes";
+}
+
+void BoxSource::get(int64_t i, uint8_t* image, int32_t* label) const {
+  std::vector<float> unused;
+  get_boxed(i, image, label, unused);
+}
+
+void BoxSource::get_boxed(int64_t i, uint8_t* image, int32_t* label, std::vector<float>& boxes) const {
+  const auto px = random_bytes(size_t(meta.channels) * meta.height * meta.width, uint64_t(i) + 7);
+  std::copy(px.begin(), px.end(), image);
+  boxes = boxes_[size_t(i)];
+  *label = label_of_boxes(boxes);
+}
+
+std::vector<std::vector<float>> varied_boxes(int n, int num_classes, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<std::vector<float>> out(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i)
+    for (int k = 0; k < i % 4; ++k) {
+      const float w = float(0.05 + 0.4 * rng.uniform()), h = float(0.05 + 0.4 * rng.uniform());
+      const float cx = float(w / 2 + (1 - w) * rng.uniform()), cy = float(h / 2 + (1 - h) * rng.uniform());
+      out[size_t(i)].insert(out[size_t(i)].end(), {float(rng.below(uint64_t(num_classes))), cx, cy, w, h});
+    }
+  return out;
+}
+
 }  // namespace hetrain::data::testing

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "data/pack.hpp"
+
 namespace hetrain::data::testing {
 
 // A fresh folder under /tmp, removed with everything in it at destruction.
@@ -32,5 +34,20 @@ void write_jpeg(const std::string& path, int h, int w, int channels, const std::
 std::vector<uint8_t> random_bytes(size_t n, uint64_t seed);
 // A smooth image (JPEG-friendly): HWC.
 std::vector<uint8_t> smooth_image(int h, int w, int channels, int seed);
+
+// A detection source with the given boxes (kBoxFields floats each) per sample: images C×H×W of seeded
+// bytes, the label of each its largest box's class.
+class BoxSource : public SampleSource {
+ public:
+  BoxSource(std::vector<std::vector<float>> boxes, int channels, int height, int width, int num_classes);
+  int64_t size() const override { return int64_t(boxes_.size()); }
+  void get(int64_t i, uint8_t* image, int32_t* label) const override;
+  void get_boxed(int64_t i, uint8_t* image, int32_t* label, std::vector<float>& boxes) const override;
+
+ private:
+  std::vector<std::vector<float>> boxes_;
+};
+// n samples with 0, 1, 2, ... (i mod 4) boxes of seeded positions and classes (< num_classes).
+std::vector<std::vector<float>> varied_boxes(int n, int num_classes, uint64_t seed);
 
 }  // namespace hetrain::data::testing

@@ -74,7 +74,7 @@ TEST(DrawCropFlip, ReproducesAugmentBatch) {
                              std::to_string(t.aug.random_crop) + " flip " + std::to_string(t.aug.hflip);
     const int pad = crop_pad(t.augment, t.aug);
     ASSERT_EQ(pad, t.want_pad) << what;
-    const auto cf = draw_crop_flip(n, t.augment, t.aug, 1234);
+    const auto cf = draw_crop_flip_positions(n, t.augment, t.aug, 1234);
     ASSERT_EQ(cf.size(), size_t(3 * n)) << what;
     std::set<int> ys, xs, flips;
     for (int64_t i = 0; i < n; ++i) {
@@ -93,7 +93,7 @@ TEST(DrawCropFlip, ReproducesAugmentBatch) {
     augment_batch(raw.data(), n, info, t.augment, t.aug, 1234, got.data(), 2);
     expect_close(got, reference(raw, n, info, cf, pad), what);
   }
-  EXPECT_NE(draw_crop_flip(n, true, {true, 4, true}, 1234), draw_crop_flip(n, true, {true, 4, true}, 1235));
+  EXPECT_NE(draw_crop_flip_positions(n, true, {true, 4, true}, 1234), draw_crop_flip_positions(n, true, {true, 4, true}, 1235));
   EXPECT_THROW(crop_pad(true, {true, -1, false}), hetrain::Error);
 }
 

@@ -117,7 +117,7 @@ TEST(Augment, DrawFollowsDatasetIndexNotPosition) {
   for (int64_t k = 0; k < 16; ++k)
     for (int j = 0; j < 3; ++j) ASSERT_EQ(a[3 * k + j], b[3 * (15 - k) + j]) << "sample " << k;
   // Control: by position, sample k at position 15−k draws differently for some k (the check above can fail).
-  const auto pos = draw_crop_flip(16, true, aug, 21);
+  const auto pos = draw_crop_flip_positions(16, true, aug, 21);
   bool differs = false;
   for (int64_t k = 0; k < 16; ++k)
     for (int j = 0; j < 3; ++j) differs |= a[3 * k + j] != pos[3 * (15 - k) + j];

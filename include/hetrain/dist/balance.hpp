@@ -51,6 +51,11 @@ class CostWindow {
   CostModel fit(const CostModel* previous) const;
   // The newest `run` samples all miss `model` by more than `ratio` in the same direction.
   bool newest_off(const CostModel& model, size_t run, double ratio) const;
+  // How many of the newest samples say a straggler began or ended, for the balancer's early refit: 2 when
+  // the newest two both miss `model` by more than 2× the same way, 1 when the newest alone misses it by more
+  // than 3×, else 0. Both ratios are well above the timing noise of a shared machine; a large jump is acted
+  // on after one step, since a step at the old split costs the most then.
+  size_t steps_off(const CostModel& model) const;
   static constexpr double kShiftRatio = 1.5;
   static constexpr size_t kMinShiftRun = 5;
 

@@ -27,16 +27,14 @@ class Balancer {
   // After each step: this rank's b and its compute seconds (forward+backward+emulated sleep; no data
   // waiting, no communication). Local only.
   void record(int64_t b, double compute_seconds);
-  // Local: this rank's newest kFastRun steps all miss its fitted model by more than kFastRatio, the same
-  // way (a straggler began or ended), and no early refit came in the last kCooldown steps. The ratio is
-  // well above the timing noise of a shared machine, so steady speeds do not trigger it. The trainer sums this
-  // over the ranks in the step's agreement; update(step, true) on every rank then refits at once.
+  // Local: a straggler began or ended (CostWindow::steps_off of this rank's window against its fitted model)
+  // and no early refit came in the last kCooldown steps. The trainer sums this over the ranks in the step's
+  // agreement; update(step, true) on every rank then refits at once, the changed rank from its off steps
+  // alone.
   bool off_model(int64_t step) const;
   // After each step, on every rank. Collective only at the planner's deterministic steps, and when
   // `early` (the same on every rank) asks for a refit now.
   bool update(int64_t step, bool early = false);
-  static constexpr size_t kFastRun = 2;
-  static constexpr double kFastRatio = 2.0;
   static constexpr int64_t kCooldown = 4;
 
   const BalancePlanner& planner() const { return planner_; }
