@@ -122,7 +122,23 @@ CostModel CostWindow::fit(const CostModel* previous) const {
     w[i] = weight;
     weight *= decay_;
   }
-  return fit_cost_model(s, w, previous);
+  CostModel model = fit_cost_model(s, w, previous);
+  // A lone slow step (another job's burst on a shared node, a page-cache miss) pulls a least-squares fit
+  // enough to move the plan past the hysteresis; with 2x hiccups one step in 40 the scheduled refits alone
+  // changed the plan about every 20 steps (planner tests). Refit without the steps that miss the first fit
+  // by more than kOutlierRatio, while they are a minority: a real change of speed is many steps, and the
+  // regime-change rules above hand the fit only the new regime's steps.
+  if (model.beta > 0) {
+    size_t outliers = 0, used = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i].b <= 0) continue;
+      ++used;
+      const double predicted = model.predict(s[i].b), ratio = predicted > 0 ? s[i].seconds / predicted : 1.0;
+      if (ratio > kOutlierRatio || ratio < 1.0 / kOutlierRatio) w[i] = 0, ++outliers;
+    }
+    if (outliers > 0 && 2 * outliers < used) model = fit_cost_model(s, w, previous);
+  }
+  return model;
 }
 
 }  // namespace hetrain::dist

@@ -48,6 +48,7 @@ class CostWindow {
   int64_t size() const { return int64_t(samples_.size()); }
   // Weighted least squares over the window; after a regime change (at least kMinShiftRun newest samples
   // all off `previous` by more than kShiftRatio, in one direction) over the new regime's samples only.
+  // Outliers (a minority of steps off the first fit by more than kOutlierRatio) are left out of the fit.
   CostModel fit(const CostModel* previous) const;
   // The newest `run` samples all miss `model` by more than `ratio` in the same direction.
   bool newest_off(const CostModel& model, size_t run, double ratio) const;
@@ -57,6 +58,7 @@ class CostWindow {
   // on after one step, since a step at the old split costs the most then.
   size_t steps_off(const CostModel& model) const;
   static constexpr double kShiftRatio = 1.5;
+  static constexpr double kOutlierRatio = 1.5;  // fit(): a minority of steps this far off the fit are dropped
   static constexpr size_t kMinShiftRun = 5;
 
  private:
