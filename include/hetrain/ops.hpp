@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace hetrain::cpu {
 
@@ -30,6 +31,8 @@ struct Conv2dGeom {
 enum class CpuConvBackend { Auto, Im2col };
 void set_cpu_conv_backend(CpuConvBackend backend);  // process-wide; Auto by default
 const char* cpu_conv_backend_name();                 // what float convolutions use now: "onednn" or "im2col"
+// For the rank table: "oneDNN avx512_core_bf16" (the instruction set its kernels use on this CPU), or im2col's.
+std::string cpu_kernels_description();
 
 // Scratch elements (of float) conv2d_forward/backward<float> need under the CURRENT OpenMP thread count and
 // backend (size it with the thread count you run with); at least conv2d_im2col_workspace_size(g), so the

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "cpu/dnnl_conv.hpp"
@@ -293,6 +294,11 @@ bool use_dnnl() {
 void set_cpu_conv_backend(CpuConvBackend backend) { g_backend = backend; }
 
 const char* cpu_conv_backend_name() { return use_dnnl<float>() ? "onednn" : "im2col"; }
+
+std::string cpu_kernels_description() {
+  if (use_dnnl<float>()) return std::string("oneDNN ") + dnnl_conv::isa_name();
+  return dnnl_conv::available() ? "im2col + GEMM" : "im2col + OpenBLAS (built without oneDNN)";
+}
 
 int64_t conv2d_workspace_size(const Conv2dGeom& g) {
   const int64_t im2col = conv2d_im2col_workspace_size(g);

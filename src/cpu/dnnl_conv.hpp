@@ -14,6 +14,8 @@ namespace hetrain::cpu::dnnl_conv {
 
 // True when this build has oneDNN (the choice between it and im2col is made in cpu/conv2d.cpp).
 bool available();
+// The instruction set oneDNN generates code for on this CPU (e.g. "avx512_core_bf16"), for the rank table.
+const char* isa_name();
 // What oneDNN reports for the kernels it picked for g (e.g. "jit:avx512_core"), for diagnostics.
 const char* kernel_name(const Conv2dGeom& g);
 // Float elements of workspace that forward and backward need for g (blocked copies and oneDNN's scratchpad,

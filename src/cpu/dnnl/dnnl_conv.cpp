@@ -208,6 +208,20 @@ Chunks chunks_for(const Conv2dGeom& g) {
 
 bool available() { return true; }
 
+const char* isa_name() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
 const char* kernel_name(const Conv2dGeom& g) { return plan_for(chunks_for(g).at(g, 0)).kernel.c_str(); }
 
 int64_t workspace_floats(const Conv2dGeom& g) {
