@@ -79,7 +79,8 @@ class Trainer {
         outputs_(cfg, world_),
         checkpointer_(cfg, world_),
         local_step_(s_, cfg.label_smoothing),
-        next_step_(s_.start_step) {}
+        next_step_(s_.start_step),
+        any_gpu_(any_rank(on_gpu())) {}
 
   TrainResult run() {
     announce();
@@ -101,7 +102,10 @@ class Trainer {
       if (flags.output_failed > 0) outputs_.fail_agreed();
       const bool stop_signal = flags.stop > 0;
       const bool stop_here = cfg_.stop_at_step > 0 && plan.global_step + 1 >= cfg_.stop_at_step;
-      if (!stop_signal && !stop_here) fill_queue();  // request what comes next before logging, so reading overlaps
+      if (!stop_signal && !stop_here) {  // request what comes next before logging, so reading overlaps
+        if (split_changed_) replan_queued_steps();
+        fill_queue();
+      }
       if (plan.global_step > s_.start_step) {  // the first step pays one-off costs (allocation, page faults)
         timed_seconds += rec.step_seconds;
         timed_samples += plan.global_batch;
@@ -248,6 +252,28 @@ class Trainer {
     }
   }
 
+  // After the split changed, the steps already requested still carry the old one; the first of them runs
+  // at it, and on a straggler's first step that costs most of a step. A job of CPU ranks only reads those
+  // batches again with the new split (one batch's read, against a step at the old split). A GPU rank has
+  // the next batch uploaded already, so jobs with GPUs keep the requested steps as they are. Every rank
+  // decides alike (any_gpu_ and the new split are the same everywhere), so the sample slices agree.
+  void replan_queued_steps() {
+    split_changed_ = false;
+    if (any_gpu_ || queue_.empty()) return;
+    bool stale = false;
+    for (const PlannedStep& p : queue_) stale = stale || p.split != split_for(p.global_batch);
+    if (!stale) return;
+    for (size_t i = 0; i < queue_.size(); ++i) (void)s_.train->next();  // requested in this order; dropped
+    next_step_ = queue_.front().global_step;
+    queue_.clear();
+  }
+
+  bool any_rank(bool mine) const {
+    int v = mine ? 1 : 0;
+    HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, world_.comm()));
+    return v != 0;
+  }
+
   bool on_gpu() const { return s_.device_kind == Device::CUDA; }
   // GPU ranks take uint8 batches and augment on the device (train/device_step.hpp).
   data::BatchForm batch_form() const { return on_gpu() ? data::BatchForm::Raw : data::BatchForm::Float; }
@@ -338,7 +364,8 @@ class Trainer {
     outputs_.log_samples(plan.epoch, plan.indices);
     if (s_.fixed_split.empty()) {
       // A rank whose newest steps left its model (a straggler began or ended) makes everyone refit now.
-      if (s_.balancer->update(local_step, flags.refit_now > 0) && world_.rank() == 0 && !cfg_.quiet) {
+      split_changed_ = s_.balancer->update(local_step, flags.refit_now > 0);
+      if (split_changed_ && world_.rank() == 0 && !cfg_.quiet) {
         std::printf("rebalance: %s\n", s_.balancer->describe(plan.global_step).c_str());
         std::fflush(stdout);
       }
@@ -503,6 +530,8 @@ class Trainer {
   std::deque<PlannedStep> queue_;
   std::optional<DeviceInput::Uploaded> staged_;  // GPU: the next step's batch, already on its way
   int64_t next_step_ = 0;
+  bool any_gpu_ = false;         // some rank trains on a GPU (the same on every rank)
+  bool split_changed_ = false;   // the balancer changed the split after the last step
   std::vector<int64_t> last_split_;
   double eff_sum_ = 0, time_sum_ = 0;
   int64_t samples_sum_ = 0, window_steps_ = 0;
