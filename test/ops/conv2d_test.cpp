@@ -3,6 +3,7 @@
 // the accumulate/overwrite contract.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -183,4 +184,29 @@ TEST_P(Conv2dFloat, EmptyBatchIsANoOp) {
   conv2d_backward<float>(nullptr, dw.data(), db.data(), nullptr, nullptr, w.data(), g, nullptr);
   EXPECT_EQ(dw[0], 2.f);
   EXPECT_EQ(db[3], 3.f);
+}
+
+// A sample's output and input gradient are the same bits whatever batch it is computed in (the balancer
+// changes every rank's batch size; invariant 1): a batch at once against the same samples split in two.
+TEST_P(Conv2dFloat, PerSampleResultsDoNotDependOnTheBatchSize) {
+  for (const auto& full : {geom(37, 1, 28, 28, 6, 5, 5, 1, 2), geom(37, 6, 14, 14, 16, 5, 5, 1, 0),
+                           geom(29, 16, 16, 16, 32, 3, 3, 2, 1), geom(21, 64, 8, 8, 64, 3, 3, 1, 1)}) {
+    SCOPED_TRACE(::testing::Message() << "C=" << full.C << " H=" << full.H << " K=" << full.K);
+    const int head = 5;
+    Conv2dGeom a = full, b = full;
+    a.N = head, b.N = full.N - head;
+    const auto x = random_vec<float>(in_size(full), 21), w = random_vec<float>(w_size(full), 22),
+               dy = random_vec<float>(out_size(full), 23);
+    std::vector<float> ws(std::max({conv2d_workspace_size(full), conv2d_workspace_size(a), conv2d_workspace_size(b)}));
+    std::vector<float> y(out_size(full)), y_parts(y.size()), dx(x.size()), dx_parts(x.size());
+    conv2d_forward<float>(y.data(), x.data(), w.data(), nullptr, full, ws.data());
+    conv2d_forward<float>(y_parts.data(), x.data(), w.data(), nullptr, a, ws.data());
+    conv2d_forward<float>(y_parts.data() + out_size(a), x.data() + in_size(a), w.data(), nullptr, b, ws.data());
+    EXPECT_EQ(y, y_parts);
+    conv2d_backward<float>(dx.data(), nullptr, nullptr, dy.data(), x.data(), w.data(), full, ws.data());
+    conv2d_backward<float>(dx_parts.data(), nullptr, nullptr, dy.data(), x.data(), w.data(), a, ws.data());
+    conv2d_backward<float>(dx_parts.data() + in_size(a), nullptr, nullptr, dy.data() + out_size(a),
+                           x.data() + in_size(a), w.data(), b, ws.data());
+    EXPECT_EQ(dx, dx_parts);
+  }
 }

@@ -36,3 +36,21 @@ TEST(LinearGrad, FiniteDifferences) {
   expect_gradient("dweight", w, dw, loss);
   expect_gradient("dbias", b, db, loss);
 }
+
+// A sample's output and input gradient are the same bits whatever batch it is computed in (the balancer
+// changes every rank's batch size; invariant 1): 37 samples at once against the same samples as 5 + 32.
+TEST(Linear, PerSampleResultsDoNotDependOnTheBatchSize) {
+  const int N = 37, I = 400, O = 120, head = 5;
+  const auto x = random_vec<float>(size_t(N) * I, 11), w = random_vec<float>(size_t(O) * I, 12),
+             dy = random_vec<float>(size_t(N) * O, 13);
+  std::vector<float> y(size_t(N) * O), y_parts(y.size()), dx(x.size()), dx_parts(x.size());
+  linear_forward<float>(y.data(), x.data(), w.data(), nullptr, N, I, O);
+  linear_forward<float>(y_parts.data(), x.data(), w.data(), nullptr, head, I, O);
+  linear_forward<float>(y_parts.data() + head * O, x.data() + head * I, w.data(), nullptr, N - head, I, O);
+  EXPECT_EQ(y, y_parts);
+  linear_backward<float>(dx.data(), nullptr, nullptr, dy.data(), x.data(), w.data(), N, I, O);
+  linear_backward<float>(dx_parts.data(), nullptr, nullptr, dy.data(), x.data(), w.data(), head, I, O);
+  linear_backward<float>(dx_parts.data() + head * I, nullptr, nullptr, dy.data() + head * O, x.data() + head * I,
+                         w.data(), N - head, I, O);
+  EXPECT_EQ(dx, dx_parts);
+}
