@@ -113,7 +113,8 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
        "sync = every step a weighted allreduce of all ranks | async = each rank trains alone and trades with a "
        "shared center model (elastic averaging) | hybrid = sync inside each --groups group, async between groups")
       ("groups", po::value(&c.groups)->default_value("node"),
-       "hybrid: node = the ranks of one node | LIST = a group id per rank, e.g. 0,0,1,1")
+       "hybrid: node = the ranks of one node | speed = ranks of similar speed, measured at start-up | LIST = a "
+       "group id per rank, e.g. 0,0,1,1")
       ("elastic-alpha", po::value(&c.elastic_alpha)->default_value(0.2f, "0.2"),
        "async/hybrid: the elastic pull alpha in (0, 1]: delta = alpha (local - center)")
       ("elastic-every", po::value(&c.elastic_every)->default_value(1),
@@ -139,18 +140,20 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
   po::options_description ckpt("Checkpoints, resume and failures (docs/checkpoint-format.md)");
   ckpt.add_options()
       ("checkpoint-dir", po::value(&c.checkpoint_dir), "rank 0 writes DIR/checkpoint-SSSSSSSS.h5 there (created if missing)")
-      ("checkpoint-every", po::value(&c.checkpoint_every)->default_value(0), "a checkpoint every N steps (0 = by time only)")
+      ("checkpoint-every", po::value(&c.checkpoint_every)->default_value(0), "a checkpoint every N steps (async/hybrid: N x global-batch samples; 0 = by time only)")
       ("checkpoint-minutes", po::value(&c.checkpoint_minutes)->default_value(30.0),
        "a checkpoint every M minutes (0 = by steps only); always one at the end and on a stop signal")
       ("keep-checkpoints", po::value(&c.keep_checkpoints)->default_value(3), "newest checkpoints kept in --checkpoint-dir")
       ("resume", po::value(&c.resume),
        "auto = continue from the newest checkpoint in --checkpoint-dir that verifies (fresh start if none) | FILE")
       ("stall-timeout", po::value(&c.stall_timeout)->default_value(300.0),
-       "seconds a rank may be missing from a step before the job ends naming it (0 = wait forever)");
+       "seconds a rank may be missing from a step (async/hybrid: make no local step) before the job ends "
+       "naming it (0 = wait forever)");
   po::options_description out("Output");
   out.add_options()
       ("log-every", po::value(&c.log_every)->default_value(10), "progress line every N steps")
-      ("metrics", po::value(&c.metrics_path), "per-step JSON lines (each rank's b, compute, wait, comm, idle and exposed-comm seconds)")
+      ("metrics", po::value(&c.metrics_path), "per-step JSON lines (each rank's b, compute, wait, comm, idle and exposed-comm seconds; async/hybrid: "
+       "every --log-every local steps of rank 0, each rank's and group's samples/s and staleness)")
       ("debug-consistency", po::bool_switch(&c.debug_consistency), "check parameters are identical on all ranks every step")
       ("dump-params", po::value(&c.dump_params), "write final parameters as raw float32 (%r = rank)")
       ("dump-samples", po::value(&c.dump_samples), "write 'epoch index' of every sample trained on (%r = rank)")

@@ -24,11 +24,14 @@ double now_seconds() { return std::chrono::duration<double>(Clock::now().time_si
 double grace(double timeout_s) { return std::max(5.0, 0.1 * timeout_s); }
 }  // namespace
 
-StepArrival::StepArrival(MPI_Comm comm, std::vector<std::string> hosts, double timeout_s)
-    : comm_(comm), hosts_(std::move(hosts)), timeout_s_(timeout_s) {
+StepArrival::StepArrival(MPI_Comm comm, std::vector<std::string> hosts, double timeout_s, std::vector<int> names)
+    : comm_(comm), hosts_(std::move(hosts)), names_(std::move(names)), timeout_s_(timeout_s) {
   HT_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
   HT_MPI_CHECK(MPI_Comm_size(comm, &size_));
   HT_CHECK(int(hosts_.size()) == size_, "StepArrival: ", hosts_.size(), " host names for ", size_, " ranks");
+  if (names_.empty())
+    for (int r = 0; r < size_; ++r) names_.push_back(r);
+  HT_CHECK(int(names_.size()) == size_, "StepArrival: ", names_.size(), " rank names for ", size_, " ranks");
   if (timeout_s_ > 0 && size_ > 1) watchdog_ = std::thread([this] { watch(); });
 }
 
@@ -119,7 +122,8 @@ double StepArrival::arrive(int64_t step, std::vector<double>& values) {
 void StepArrival::report_stall(int64_t step, const std::vector<int>& missing) const {
   std::string who;
   for (size_t i = 0; i < missing.size() && i < 8; ++i)
-    who += (i ? ", " : "") + std::string("rank ") + std::to_string(missing[i]) + " on " + hosts_[missing[i]];
+    who += (i ? ", " : "") + std::string("rank ") + std::to_string(names_[size_t(missing[i])]) + " on " +
+           hosts_[size_t(missing[i])];
   if (missing.size() > 8) who += " and " + std::to_string(missing.size() - 8) + " more";
   char timeout[32];
   std::snprintf(timeout, sizeof timeout, "%g", timeout_s_);
@@ -131,7 +135,7 @@ void StepArrival::report_stall(int64_t step, const std::vector<int>& missing) co
             " s (--stall-timeout): stopped, hung or far slower than the others; ending the job";
   std::fprintf(stderr, "%s\n", line.c_str());
   std::fflush(stderr);
-  MPI_Abort(comm_, 1);
+  MPI_Abort(MPI_COMM_WORLD, 1);  // the whole job, also when comm_ is a sub-communicator
   std::_Exit(1);
 }
 

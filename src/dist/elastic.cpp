@@ -80,9 +80,14 @@ void ElasticCenter::close() {
 namespace {
 // Slots of rank 0's window. The stop flag is a high bit of the claimed count itself, so a claim learns in
 // one atomic operation whether a stop came first. Only the first rank to request a stop (kStopRequests)
-// sets it, and then writes the stop position (+1; 0 = not yet written).
+// sets it, and then writes the stop position (+1; 0 = not yet written). Then a row per world rank: its
+// RankStats, then its oldest unpushed claim (kNothingPending, kClaiming, or the position + 1).
 constexpr int kClaimed = 0, kUpdates = 1, kStopRequests = 2, kStopPosition = 3, kSlots = 4;
+constexpr int kStats = int(sizeof(SampleCounter::RankStats) / sizeof(int64_t)), kRow = kStats + 1;
 constexpr int64_t kStopBit = int64_t(1) << 60;
+constexpr int64_t kNothingPending = 0, kClaiming = -1;
+static_assert(sizeof(SampleCounter::RankStats) == 9 * sizeof(int64_t), "RankStats travels as 9 int64");
+int row(int rank) { return kSlots + rank * kRow; }
 }  // namespace
 
 SampleCounter::SampleCounter(MPI_Comm comm, int64_t first_sample) {
@@ -90,7 +95,7 @@ SampleCounter::SampleCounter(MPI_Comm comm, int64_t first_sample) {
   HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   HT_MPI_CHECK(MPI_Comm_size(comm, &ranks_));
   int64_t* slots = nullptr;
-  const int count = kSlots + ranks_;  // then one trained-samples slot per world rank
+  const int count = kSlots + ranks_ * kRow;
   const MPI_Aint bytes = rank == 0 ? MPI_Aint(count * sizeof(int64_t)) : 0;
   allocate_window(bytes, sizeof(int64_t), comm, &slots, &win_, "sample counter");
   HT_MPI_CHECK(MPI_Win_set_errhandler(win_, MPI_ERRORS_RETURN));
@@ -142,14 +147,65 @@ int64_t SampleCounter::stop_position() {
   }
 }
 
-void SampleCounter::add_trained(int leader, int64_t n) { fetch_and_op(kSlots + leader, n, MPI_SUM); }
-
-std::vector<int64_t> SampleCounter::trained_by_leader() {
-  std::vector<int64_t> out(size_t(ranks_), 0);
-  HT_MPI_CHECK(MPI_Get_accumulate(nullptr, 0, MPI_INT64_T, out.data(), ranks_, MPI_INT64_T, 0, kSlots, ranks_,
-                                  MPI_INT64_T, MPI_NO_OP, win_));
+void SampleCounter::add_stats(int rank, const RankStats& delta) {
+  HT_MPI_CHECK(MPI_Accumulate(&delta, kStats, MPI_INT64_T, 0, row(rank), kStats, MPI_INT64_T, MPI_SUM, win_));
   HT_MPI_CHECK(MPI_Win_flush(0, win_));
+}
+
+std::vector<SampleCounter::RankStats> SampleCounter::stats() {
+  std::vector<int64_t> all(size_t(ranks_) * kRow, 0);
+  HT_MPI_CHECK(MPI_Get_accumulate(nullptr, 0, MPI_INT64_T, all.data(), int(all.size()), MPI_INT64_T, 0, kSlots,
+                                  int(all.size()), MPI_INT64_T, MPI_NO_OP, win_));
+  HT_MPI_CHECK(MPI_Win_flush(0, win_));
+  std::vector<RankStats> out(static_cast<size_t>(ranks_));
+  for (int r = 0; r < ranks_; ++r) {
+    const int64_t* v = &all[size_t(r) * kRow];
+    out[size_t(r)] = RankStats{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+  }
   return out;
+}
+
+void SampleCounter::begin_claim(int rank) { fetch_and_op(row(rank) + kStats, kClaiming, MPI_REPLACE); }
+void SampleCounter::claimed_at(int rank, int64_t first) { fetch_and_op(row(rank) + kStats, first + 1, MPI_REPLACE); }
+void SampleCounter::pushed(int rank) { fetch_and_op(row(rank) + kStats, kNothingPending, MPI_REPLACE); }
+
+int64_t SampleCounter::settled_position() {
+  // The claimed count first: a claim that is not yet in a leader's row when the rows are read began after
+  // this read, so it starts at or after the count read here.
+  int64_t position = claimed();
+  std::vector<int64_t> all(size_t(ranks_) * kRow, 0);
+  HT_MPI_CHECK(MPI_Get_accumulate(nullptr, 0, MPI_INT64_T, all.data(), int(all.size()), MPI_INT64_T, 0, kSlots,
+                                  int(all.size()), MPI_INT64_T, MPI_NO_OP, win_));
+  HT_MPI_CHECK(MPI_Win_flush(0, win_));
+  for (int r = 0; r < ranks_; ++r) {
+    const int64_t pending = all[size_t(r) * kRow + kStats];
+    if (pending == kClaiming) return -1;
+    if (pending != kNothingPending) position = std::min(position, pending - 1);
+  }
+  return position;
+}
+
+std::vector<int> speed_groups(const std::vector<double>& samples_per_s, double within) {
+  std::vector<int> order(samples_per_s.size());
+  for (size_t r = 0; r < order.size(); ++r) order[r] = int(r);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return samples_per_s[size_t(a)] > samples_per_s[size_t(b)]; });
+  std::vector<int> group(samples_per_s.size(), 0);
+  std::vector<int> members;
+  double fastest = 0;
+  auto close_group = [&] {
+    const int id = members.empty() ? 0 : *std::min_element(members.begin(), members.end());
+    for (int m : members) group[size_t(m)] = id;
+    members.clear();
+  };
+  for (int r : order) {
+    const double speed = samples_per_s[size_t(r)];
+    if (!members.empty() && !(speed >= within * fastest)) close_group();
+    if (members.empty()) fastest = speed;
+    members.push_back(r);
+  }
+  close_group();
+  return group;
 }
 
 void SampleCounter::close() {

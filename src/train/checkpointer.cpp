@@ -34,24 +34,19 @@ bool Checkpointer::due_by_time() const {
          std::chrono::duration<double>(Clock::now() - last_time_).count() >= 60.0 * minutes_;
 }
 
-std::string Checkpointer::write(const CheckpointInfo& info, const nn::ParamBuffer& params, optim::Sgd& sgd) {
-  const auto start = Clock::now();
-  const std::string path = checkpoint_path(dir_, info.global_step);
-  dist::agree_on_root(world_.comm(), [&] {
-    CheckpointTensors t;
-    t.values = host_copy(params.values());
-    t.states = host_copy(params.states());
-    t.momentum = host_copy(sgd.momentum_buffer());
-    t.num_batches_tracked = info.global_step;
-    try {
-      write_checkpoint(path, info, params, t);
-    } catch (const Error& e) {
-      HT_THROW("checkpoint at step ", info.global_step, ": ", e.message(), " (earlier checkpoints in ", dir_,
-               " are intact)");
-    }
-    prune_checkpoints(dir_, keep_);
-  });
-  last_step_ = info.global_step;
+void Checkpointer::write_file(const std::string& path, const CheckpointInfo& info, const nn::ParamBuffer& layout,
+                              const CheckpointTensors& tensors) const {
+  try {
+    write_checkpoint(path, info, layout, tensors);
+  } catch (const Error& e) {
+    HT_THROW("checkpoint at step ", info.global_step, ": ", e.message(), " (earlier checkpoints in ", dir_,
+             " are intact)");
+  }
+  prune_checkpoints(dir_, keep_);
+}
+
+void Checkpointer::written(const std::string& path, int64_t step, Clock::time_point start) {
+  last_step_ = step;
   last_time_ = Clock::now();
   const double took = std::chrono::duration<double>(last_time_ - start).count();
   seconds_ += took;
@@ -61,6 +56,29 @@ std::string Checkpointer::write(const CheckpointInfo& info, const nn::ParamBuffe
     std::printf("checkpoint: %s (%.1f MB, %.2f s)\n", path.c_str(), mb, took);
     std::fflush(stdout);
   }
+}
+
+std::string Checkpointer::write(const CheckpointInfo& info, const nn::ParamBuffer& params, optim::Sgd& sgd) {
+  const auto start = Clock::now();
+  const std::string path = checkpoint_path(dir_, info.global_step);
+  dist::agree_on_root(world_.comm(), [&] {
+    CheckpointTensors t;
+    t.values = host_copy(params.values());
+    t.states = host_copy(params.states());
+    t.momentum = host_copy(sgd.momentum_buffer());
+    t.num_batches_tracked = info.global_step;
+    write_file(path, info, params, t);
+  });
+  written(path, info.global_step, start);
+  return path;
+}
+
+std::string Checkpointer::write_alone(const CheckpointInfo& info, const nn::ParamBuffer& layout,
+                                      const CheckpointTensors& tensors) {
+  const auto start = Clock::now();
+  const std::string path = checkpoint_path(dir_, info.global_step);
+  write_file(path, info, layout, tensors);
+  written(path, info.global_step, start);
   return path;
 }
 

@@ -25,10 +25,17 @@ class Checkpointer {
   // Collective. Rank 0 writes checkpoint `info.global_step` and prunes old ones; every rank throws
   // AgreedError when that failed. Returns the path written.
   std::string write(const CheckpointInfo& info, const nn::ParamBuffer& params, optim::Sgd& sgd);
+  // Rank 0 alone, while the other ranks train on (the asynchronous modes' mid-run checkpoints of the
+  // center): writes `tensors` as checkpoint `info.global_step` and prunes old ones. A failure throws on
+  // rank 0 only, which ends the job (earlier checkpoints stay intact).
+  std::string write_alone(const CheckpointInfo& info, const nn::ParamBuffer& layout, const CheckpointTensors& tensors);
   int64_t last_step() const { return last_step_; }
   double seconds_spent() const { return seconds_; }
 
  private:
+  void write_file(const std::string& path, const CheckpointInfo& info, const nn::ParamBuffer& layout,
+                  const CheckpointTensors& tensors) const;
+  void written(const std::string& path, int64_t step, std::chrono::steady_clock::time_point start);
   const dist::World& world_;
   std::string dir_;
   int64_t every_;

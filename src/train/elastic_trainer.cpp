@@ -8,6 +8,11 @@
 // center: delta = alpha (W_local - W_center), W_local -= delta, W_center += delta; then the group takes the
 // leader's weights. Groups never wait for each other. Training ends when the counter has handed out every
 // sample of every epoch; the center is then the model: it is evaluated, checkpointed and dumped.
+//
+// No rank waits for another without a bound (--stall-timeout): the members of a group meet in a
+// dist::StepArrival each local step (it names a member that does not come), all ranks meet in one at the
+// validation points and at the end, rank 0 (and rank 1, for rank 0) watches every rank's local steps in the
+// shared counter, and a watchdog thread ends a rank whose own step blocks for too long.
 #include <mpi.h>
 
 #include <algorithm>
@@ -28,6 +33,7 @@
 #include "train/evaluate.hpp"
 #include "train/local_step.hpp"
 #include "train/outputs.hpp"
+#include "train/report.hpp"
 #include "train/setup.hpp"
 #include "train/stop_signals.hpp"
 
@@ -37,24 +43,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The group this rank trains with: hybrid mode's node or --groups list; async mode's group of one.
-MPI_Comm make_group_comm(const TrainConfig& cfg, const dist::World& world) {
-  int color = world.rank();
-  if (cfg.mode == "hybrid") {
-    const std::vector<int> listed = parse_groups(cfg.groups, world.size());
-    if (listed.empty()) {  // "node": named after the lowest world rank on the node
-      int lowest = world.rank();
-      HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, world.node_comm()));
-      color = lowest;
-    } else {
-      color = listed[size_t(world.rank())];
-    }
-  }
-  MPI_Comm group = MPI_COMM_NULL;
-  HT_MPI_CHECK(MPI_Comm_split(world.comm(), color, world.rank(), &group));
-  HT_MPI_CHECK(MPI_Comm_set_errhandler(group, MPI_ERRORS_RETURN));
-  return group;
-}
+// Ranks within this factor of the fastest of their group share a group under --groups speed (measured
+// rates of equal ranks differed by up to 30% with 4 ranks on 2 busy cores).
+constexpr double kSpeedGroupWithin = 0.6;
+
+// The wait beyond --stall-timeout before the heartbeat watch names a rank: a group's arrival, which names
+// exactly the member that is missing, speaks first (as dist::StepArrival's grace).
+double heartbeat_grace(double timeout_s) { return std::max(5.0, 0.1 * timeout_s); }
+
+int64_t micros(double seconds) { return int64_t(std::llround(seconds * 1e6)); }
 
 class ElasticTrainer {
  public:
@@ -65,12 +62,19 @@ class ElasticTrainer {
         outputs_(cfg, world_),
         checkpointer_(cfg, world_),
         local_step_(s_, cfg.label_smoothing) {
-    group_ = make_group_comm(cfg, world_);
-    HT_MPI_CHECK(MPI_Comm_rank(group_, &group_rank_));
-    HT_MPI_CHECK(MPI_Comm_size(group_, &group_size_));
     // This rank's samples per local step: --local-batch, else an equal share of B, within the GPU's memory.
     local_batch_ = cfg.local_batch > 0 ? cfg.local_batch : std::max<int64_t>(1, cfg.global_batch / world_.size());
     if (s_.memory_cap > 0) local_batch_ = std::min(local_batch_, s_.memory_cap);
+    group_ = make_group_comm();
+    HT_MPI_CHECK(MPI_Comm_rank(group_, &group_rank_));
+    HT_MPI_CHECK(MPI_Comm_size(group_, &group_size_));
+    if (group_size_ > 1) {  // the members meet once a local step; one that does not come is named
+      std::vector<int> names(static_cast<size_t>(group_size_));
+      const int me = world_.rank();
+      HT_MPI_CHECK(MPI_Allgather(&me, 1, MPI_INT, names.data(), 1, MPI_INT, group_));
+      group_arrival_ = std::make_unique<dist::StepArrival>(group_, dist::allgather_strings(group_, world_.host()),
+                                                           cfg.stall_timeout, names);
+    }
     member_batches_.resize(size_t(group_size_));
     HT_MPI_CHECK(MPI_Allgather(&local_batch_, 1, MPI_INT64_T, member_batches_.data(), 1, MPI_INT64_T, group_));
     group_batch_ = std::accumulate(member_batches_.begin(), member_batches_.end(), int64_t(0));
@@ -87,6 +91,7 @@ class ElasticTrainer {
   }
 
   ~ElasticTrainer() {
+    group_arrival_.reset();
     if (group_ != MPI_COMM_NULL) MPI_Comm_free(&group_);
   }
 
@@ -114,13 +119,23 @@ class ElasticTrainer {
     report_time_ = start;
     next_validation_ = (first_sample / validate_every_ + 1) * validate_every_;
     report_position_ = first_sample;
+    last_checkpoint_step_ = s_.start_step;
+    report_stats_ = counter.stats();
+    beats_.assign(size_t(world_.size()), -1);
+    beat_times_.assign(size_t(world_.size()), start);
     bool stopped = false;
     while (true) {
+      // Bounds this local step, its one-sided operations included: a rank blocked in it for 2x
+      // --stall-timeout (and a grace period) ends itself with one line.
+      s_.arrival->watch(local_steps_);
       // The leader claims the group's samples and tells the members: [first, first + n), or a stop.
       // claim[1] > 0: samples [claim[0], +claim[1]); 0: the counter is exhausted; -1: a stop at claim[0].
       int64_t claim[2] = {0, 0};
       if (stop_requests() > 0 && !stop_sent_) counter.request_stop(), stop_sent_ = true;  // any rank's signal
       if (group_rank_ == 0) {
+        // The oldest claim not yet in the center is in this leader's row (mid-run checkpoints need it).
+        const bool track = checkpointer_.enabled() && !unpushed_;
+        if (track) counter.begin_claim(world_.rank());
         const dist::SampleCounter::Claim c = counter.claim(group_batch_);
         if (c.stopped) {
           claim[0] = counter.stop_position(), claim[1] = -1;
@@ -128,8 +143,16 @@ class ElasticTrainer {
           claim[0] = c.first;
           claim[1] = std::max<int64_t>(0, std::min(group_batch_, total_samples_ - c.first));
         }
+        if (track) counter.claimed_at(world_.rank(), c.stopped ? claim[0] : c.first);
+        unpushed_ = checkpointer_.enabled() && (unpushed_ || claim[1] > 0);
       }
-      if (group_size_ > 1) HT_MPI_CHECK(MPI_Bcast(claim, 2, MPI_INT64_T, 0, group_));
+      if (group_arrival_) {  // the claim reaches the members in the group's arrival (exact in doubles)
+        std::vector<double> v = {double(claim[0]), double(claim[1])};
+        if (group_rank_ != 0) v = {0.0, 0.0};
+        step_stats_.idle_us += micros(group_arrival_->arrive(local_steps_, v));
+        group_arrival_->step_done();  // the step's later group collectives: bounded by the watch above
+        claim[0] = int64_t(v[0]), claim[1] = int64_t(v[1]);
+      }
       // Validation points up to what this claim shows to be passed: every rank reaches the same points in
       // the same order (the stop position is the same for all; exhaustion passes every point).
       validate_up_to(claim[1] > 0 ? claim[0] : claim[1] == 0 ? total_samples_ - 1 : claim[0]);
@@ -139,11 +162,22 @@ class ElasticTrainer {
       }
       train_local_step(claim[0], claim[1]);
       if (local_steps_ % cfg_.elastic_every == 0) trade_with_center();
+      if (world_.rank() == 0) {
+        report(claim[0] + claim[1]);
+        maybe_checkpoint(claim[0] + claim[1]);
+      }
+      watch_heartbeats();
     }
+    // The group's local steps since its last trade go into the center too.
+    if (local_steps_ % cfg_.elastic_every != 0) trade_with_center();
+    publish_step(/*finished=*/true);
     const double train_seconds = seconds_since(start) - validation_seconds_;
 
-    // Every rank is done pushing: the center is the model, on every rank alike.
-    HT_MPI_CHECK(MPI_Barrier(world_.comm()));
+    // Every rank is done pushing: the center is the model, on every rank alike. A rank that never gets
+    // here is named (--stall-timeout).
+    std::vector<double> none = {0.0};
+    s_.arrival->arrive(total_samples_ / cfg_.global_batch, none);
+    s_.arrival->step_done();
     const int64_t samples_done = std::min(counter.claimed(), total_samples_);
     HT_MPI_CHECK(MPI_Barrier(world_.comm()));  // nobody closes the counter while another still reads it
     center.read(host.data());
@@ -201,6 +235,10 @@ class ElasticTrainer {
     if (!s_.val) return;
     while (next_validation_ <= position && next_validation_ < total_samples_) {
       const auto start = Clock::now();
+      // Every rank comes here; one that does not within --stall-timeout is named.
+      std::vector<double> none = {0.0};
+      s_.arrival->arrive(next_validation_ / cfg_.global_batch, none);
+      s_.arrival->step_done();  // the evaluation takes as long as it takes (as in sync mode)
       nn::ParamBuffer& params = s_.model->params();
       const Tensor values = params.values().clone(), states = params.states().clone();  // this rank's own
       Tensor host = params.values().to(Device::CPU);
@@ -212,8 +250,12 @@ class ElasticTrainer {
       params.states().copy_from(states);
       const double clock = seconds_since(run_start_) - validation_seconds_;
       if (world_.rank() == 0 && !cfg_.quiet) print_validation(next_validation_, s_.train->info().num_samples, clock, e);
+      last_val_loss_ = e.loss_sum / std::max(1.0, e.count);
+      last_val_accuracy_ = e.top1 / std::max(1.0, e.count);
       next_validation_ += validate_every_;
       validation_seconds_ += seconds_since(start);
+      s_.arrival->watch(local_steps_);
+      beat_times_.assign(beat_times_.size(), Clock::now());  // nobody stepped while everyone validated
     }
   }
 
@@ -236,7 +278,9 @@ class ElasticTrainer {
     data::Batch batch = s_.train->next();
     DeviceInput::Uploaded input;
     if (on_gpu()) input = s_.input->upload(batch);
-    window_wait_ += seconds_since(step_start);
+    const double wait = seconds_since(step_start);
+    window_wait_ += wait;
+    step_stats_.wait_us += micros(wait);
     HT_CHECK(!(world_.rank() == s_.fail_rank && local_steps_ == s_.fail_step),
              "failure injected by --debug-fail-at at local step ", local_steps_);
 
@@ -246,12 +290,20 @@ class ElasticTrainer {
     // Emulated speed changes (--emulate-schedule) happen at the same global step in every mode.
     compute += s_.emulator.apply(world_.rank(), first / cfg_.global_batch, compute);
     window_compute_ += compute;
+    step_stats_.compute_us += micros(compute);
+    step_stats_.samples += b;
+    step_stats_.steps += 1;
+    // Published once computed, before the group's reduction: a member that stops while computing is then
+    // one step behind the members that wait for it (the stall watch names the one behind).
+    publish_step();
 
     nn::ParamBuffer& params = s_.model->params();
     if (group_comm_) {  // the group's gradient, weighted by each member's share of the claim
       auto comm_start = Clock::now();
       group_comm_->weighted_allreduce(params.grads().data(), params.count(), double(b) / double(n));
-      window_comm_ += seconds_since(comm_start);
+      const double comm = seconds_since(comm_start);
+      window_comm_ += comm;
+      step_stats_.comm_us += micros(comm);
     }
     // The learning rate follows the samples consumed by all groups, in steps of the global batch.
     const int64_t step = std::min(first / cfg_.global_batch, s_.total_steps - 1);
@@ -263,11 +315,9 @@ class ElasticTrainer {
     }
     ++local_steps_;
     trained_samples_ += b;
-    if (group_rank_ == 0 && cfg_.mode == "hybrid") counter_->add_trained(leader_, n);
     window_loss_ += local.loss_sum;
     window_correct_ += local.correct;
     window_count_ += double(b);
-    if (world_.rank() == 0) maybe_report(first + n);
   }
 
   // The group leader's elastic exchange with the center, then the group takes the leader's weights.
@@ -292,8 +342,12 @@ class ElasticTrainer {
       center_->add(delta_.data());
       slowest_center_op_ = std::max(slowest_center_op_, seconds_since(add_start));
       // Staleness: the center updates by other groups between this read and this push.
-      staleness_sum_ += double(counter_->count_update() - seen);
+      const int64_t staleness = counter_->count_update() - seen;
+      staleness_sum_ += double(staleness);
       ++pushes_;
+      step_stats_.pushes += 1;
+      step_stats_.staleness += staleness;
+      if (unpushed_) counter_->pushed(world_.rank()), unpushed_ = false;  // every claim so far is in the center
       if (on_gpu()) params.values().copy_from(local);
     }
     if (group_size_ > 1) {
@@ -301,42 +355,216 @@ class ElasticTrainer {
       HT_MPI_CHECK(MPI_Bcast(host.data(), int(params.count()), MPI_FLOAT, 0, group_));
       if (on_gpu()) params.values().copy_from(host);
     }
-    window_comm_ += seconds_since(start);
+    const double comm = seconds_since(start);
+    window_comm_ += comm;
+    step_stats_.comm_us += micros(comm);
   }
 
-  // Rank 0's progress line every --log-every of its local steps: the global position, its group's loss.
-  void maybe_report(int64_t position) {
-    if (cfg_.quiet || cfg_.log_every <= 0 || local_steps_ % cfg_.log_every != 0) return;
+  // The group this rank trains with: hybrid mode's node, ranks of similar speed or --groups list; async
+  // mode's group of one. Collective.
+  MPI_Comm make_group_comm() {
+    int color = world_.rank();
+    if (cfg_.mode == "hybrid") {
+      if (cfg_.groups == "speed") {
+        speeds_.assign(size_t(world_.size()), 0.0);
+        const double mine = measure_speed();
+        HT_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_DOUBLE, speeds_.data(), 1, MPI_DOUBLE, world_.comm()));
+        color = dist::speed_groups(speeds_, kSpeedGroupWithin)[size_t(world_.rank())];
+      } else {
+        const std::vector<int> listed = parse_groups(cfg_.groups, world_.size());
+        if (listed.empty()) {  // "node": named after the lowest world rank on the node
+          int lowest = world_.rank();
+          HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, world_.node_comm()));
+          color = lowest;
+        } else {
+          color = listed[size_t(world_.rank())];
+        }
+      }
+    }
+    MPI_Comm group = MPI_COMM_NULL;
+    HT_MPI_CHECK(MPI_Comm_split(world_.comm(), color, world_.rank(), &group));
+    HT_MPI_CHECK(MPI_Comm_set_errhandler(group, MPI_ERRORS_RETURN));
+    return group;
+  }
+
+  // --groups speed: this rank's samples/s over a few local steps of its local batch (forward and backward
+  // of the first samples of the run's order, emulated speed included): the fastest step after a warm-up
+  // one, which keeps out steps slowed by a neighbour on a shared machine (the groups are fixed for the
+  // run, so they follow what the devices can do rather than a passing load). Nothing is learnt: no SGD
+  // step, and the batch-norm statistics are put back.
+  double measure_speed() {
+    constexpr int kSteps = 12;
+    nn::ParamBuffer& params = s_.model->params();
+    const Tensor states = params.states().clone();
+    const int64_t b = std::min(local_batch_, s_.train->info().num_samples);
+    std::vector<double> times;
+    for (int k = 0; k < kSteps; ++k) {
+      s_.train->submit(s_.plan->span(0, 0, b), false, cfg_.seed, on_gpu() ? data::BatchForm::Raw : data::BatchForm::Float);
+      data::Batch batch = s_.train->next();
+      DeviceInput::Uploaded input;
+      if (on_gpu()) input = s_.input->upload(batch);
+      const auto start = Clock::now();
+      local_step_.run(batch, input, b);
+      double compute = seconds_since(start);
+      compute += s_.emulator.apply(world_.rank(), s_.start_step, compute);
+      if (k > 0) times.push_back(compute);
+    }
+    params.states().copy_from(states);
+    const double fastest = *std::min_element(times.begin(), times.end());
+    return fastest > 0 ? double(b) / fastest : 0.0;
+  }
+
+  // This rank's row in the shared counter: what its last local step did (and whether it has finished).
+  void publish_step(bool finished = false) {
+    step_stats_.finished = finished ? 1 : 0;
+    counter_->add_stats(world_.rank(), step_stats_);
+    step_stats_ = dist::SampleCounter::RankStats{};
+  }
+
+  // Every rank watches every rank's local steps in the shared counter (a read every 0.25 s). A rank that
+  // has not finished and made no local step for --stall-timeout (and a grace period) has stalled; inside
+  // a hybrid group the members that wait for it are one step ahead of it (steps are published before the
+  // group's reduction), so only the members furthest behind are named. The lowest rank that is not
+  // stalled itself speaks (a rank blocked behind a stalled one cannot) and ends the job.
+  void watch_heartbeats() {
+    if (cfg_.stall_timeout <= 0 || world_.size() < 2) return;
+    const auto now = Clock::now();
+    if (std::chrono::duration<double>(now - last_heartbeat_read_).count() < 0.25) return;
+    last_heartbeat_read_ = now;
+    const std::vector<dist::SampleCounter::RankStats> stats = counter_->stats();
+    const double limit = cfg_.stall_timeout + heartbeat_grace(cfg_.stall_timeout);
+    const int n = world_.size();
+    std::vector<bool> stale(size_t(n), false);
+    double longest = 0;
+    for (int r = 0; r < n; ++r) {
+      if (r == world_.rank() || stats[size_t(r)].finished) continue;
+      if (stats[size_t(r)].steps != beats_[size_t(r)]) {
+        beats_[size_t(r)] = stats[size_t(r)].steps;
+        beat_times_[size_t(r)] = now;
+        continue;
+      }
+      const double quiet = std::chrono::duration<double>(now - beat_times_[size_t(r)]).count();
+      stale[size_t(r)] = quiet > limit;
+      if (stale[size_t(r)]) longest = std::max(longest, quiet);
+    }
+    for (int r = 0; r < world_.rank(); ++r)
+      if (!stale[size_t(r)] && !stats[size_t(r)].finished) return;  // a lower rank that runs speaks
+    std::string stalled;
+    for (int r = 0; r < n; ++r) {
+      if (!stale[size_t(r)]) continue;
+      bool behind = false;  // a stalled member of the same group further behind: r waits for it
+      for (int q = 0; q < n; ++q)
+        behind = behind || (stale[size_t(q)] && leaders_[size_t(q)] == leaders_[size_t(r)] &&
+                            stats[size_t(q)].steps < stats[size_t(r)].steps);
+      if (!behind)
+        stalled += (stalled.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " on " + s_.hosts[size_t(r)];
+    }
+    if (stalled.empty()) return;
+    std::fprintf(stderr,
+                 "hetrain: error: %s%s made no local step for %.0f s (--stall-timeout %g): stopped, hung or far "
+                 "slower than the others; ending the job\n",
+                 error_context_prefix().c_str(), stalled.c_str(), longest, cfg_.stall_timeout);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::_Exit(1);
+  }
+
+  // Rank 0, every --log-every of its local steps: the progress line (unless --quiet) and the metrics line
+  // (--metrics) over the window since the last one: the global counter, every rank's and every group's
+  // rate and staleness from the shared counter, rank 0's group's loss.
+  void report(int64_t position) {
+    const int every = std::max(1, cfg_.log_every);
+    const bool print = !cfg_.quiet && cfg_.log_every > 0;
+    if ((!print && !outputs_.writes_metrics()) || local_steps_ % every != 0) return;
     const auto now = Clock::now();
     const double seconds = std::chrono::duration<double>(now - report_time_).count();
-    const double rate = seconds > 0 ? double(position - report_position_) / seconds : 0;
+    const std::vector<dist::SampleCounter::RankStats> stats = counter_->stats();
+    const int n = world_.size();
+    ElasticRecord rec;
+    rec.mode = cfg_.mode;
+    rec.samples = position;
+    rec.step = position / cfg_.global_batch;
     const int64_t per_epoch = s_.train->info().num_samples;
-    last_window_loss_ = window_loss_ / std::max(1.0, window_count_);
-    std::string groups;  // hybrid: each group's rate since the last line
-    if (cfg_.mode == "hybrid") {
-      const std::vector<int64_t> trained = counter_->trained_by_leader();
-      if (last_trained_.empty()) last_trained_.assign(trained.size(), 0);
-      for (size_t r = 0; r < trained.size(); ++r) {
-        if (leaders_[r] != int(r)) continue;
-        char part[64];
-        std::snprintf(part, sizeof part, "%s%d: %.0f", groups.empty() ? "" : ", ", group_number(int(r)),
-                      seconds > 0 ? double(trained[r] - last_trained_[r]) / seconds : 0.0);
-        groups += part;
-      }
-      groups = "  groups [" + groups + "] samples/s";
-      last_trained_ = trained;
+    rec.epoch = position / per_epoch;
+    rec.loss = last_window_loss_ = window_loss_ / std::max(1.0, window_count_);
+    rec.accuracy = window_correct_ / std::max(1.0, window_count_);
+    rec.lr = window_lr_;
+    rec.window_s = seconds;
+    rec.val_loss = last_val_loss_, rec.val_accuracy = last_val_accuracy_;
+    last_val_loss_ = last_val_accuracy_ = -1;
+    rec.ranks.resize(size_t(n));
+    std::vector<double> group_samples(size_t(n), 0.0);  // by leader
+    double pushes = 0, staleness = 0;
+    for (int r = 0; r < n; ++r) {
+      const auto& now_r = stats[size_t(r)];
+      const auto& then = report_stats_[size_t(r)];
+      ElasticRecord::Rank& k = rec.ranks[size_t(r)];
+      k.group = group_number(leaders_[size_t(r)]);
+      k.samples = double(now_r.samples - then.samples);
+      k.pushes = double(now_r.pushes - then.pushes);
+      k.staleness = double(now_r.staleness - then.staleness);
+      k.compute = 1e-6 * double(now_r.compute_us - then.compute_us);
+      k.wait = 1e-6 * double(now_r.wait_us - then.wait_us);
+      k.comm = 1e-6 * double(now_r.comm_us - then.comm_us);
+      k.idle = 1e-6 * double(now_r.idle_us - then.idle_us);
+      group_samples[size_t(leaders_[size_t(r)])] += k.samples;
+      pushes += k.pushes, staleness += k.staleness;
     }
-    std::printf("samples %lld/%lld  epoch %.2f/%d  loss %.4f  acc %6.2f%%  lr %.4g  %8.1f samples/s (all ranks)%s"
-                "  staleness %.2f  compute %.0f%%\n",
-                (long long)position, (long long)total_samples_, double(position) / double(per_epoch), cfg_.epochs,
-                last_window_loss_, 100.0 * window_correct_ / std::max(1.0, window_count_), window_lr_, rate, groups.c_str(),
-                pushes_ > 0 ? staleness_sum_ / double(pushes_) : 0.0,
-                100.0 * window_compute_ / std::max(1e-9, window_compute_ + window_wait_ + window_comm_));
-    std::fflush(stdout);
+    for (int r = 0; r < n; ++r) rec.ranks[size_t(r)].group_samples = group_samples[size_t(leaders_[size_t(r)])];
+    outputs_.write_metrics(rec);
+    report_stats_ = stats;
+    if (print) {
+      const double rate = seconds > 0 ? double(position - report_position_) / seconds : 0;
+      std::string groups;  // hybrid: each group's rate since the last line
+      if (cfg_.mode == "hybrid") {
+        for (int r = 0; r < n; ++r) {
+          if (leaders_[size_t(r)] != r) continue;
+          char part[64];
+          std::snprintf(part, sizeof part, "%s%d: %.0f", groups.empty() ? "" : ", ", group_number(r),
+                        seconds > 0 ? group_samples[size_t(r)] / seconds : 0.0);
+          groups += part;
+        }
+        groups = "  groups [" + groups + "] samples/s";
+      }
+      std::printf("samples %lld/%lld  epoch %.2f/%d  loss %.4f  acc %6.2f%%  lr %.4g  %8.1f samples/s (all ranks)%s"
+                  "  staleness %.2f  compute %.0f%%\n",
+                  (long long)position, (long long)total_samples_, double(position) / double(per_epoch), cfg_.epochs,
+                  rec.loss, 100.0 * rec.accuracy, window_lr_, rate, groups.c_str(), pushes > 0 ? staleness / pushes : 0.0,
+                  100.0 * window_compute_ / std::max(1e-9, window_compute_ + window_wait_ + window_comm_));
+      std::fflush(stdout);
+    }
     report_time_ = now;
     report_position_ = position;
     window_loss_ = window_correct_ = window_count_ = 0;
     window_compute_ = window_wait_ = window_comm_ = 0;
+  }
+
+  // Rank 0 alone, while the others train on: a checkpoint of the center every --checkpoint-every global
+  // steps of samples and every --checkpoint-minutes. It is written at the settled position (every claim
+  // before it is in the center: a resume loses no sample and trains the claims past it again), with rank
+  // 0's optimizer momentum and batch-norm statistics (the end of the run averages the latter).
+  void maybe_checkpoint(int64_t position) {
+    if (!checkpointer_.enabled()) return;
+    const int64_t B = cfg_.global_batch, every = cfg_.checkpoint_every;
+    const bool by_steps = every > 0 && (position / B) / every > last_checkpoint_step_ / every;
+    if (!by_steps && !checkpointer_.due_by_time()) return;
+    const int64_t settled = counter_->settled_position();
+    if (settled < 0) return;  // a leader is claiming: at the next local step
+    const int64_t step = std::min(settled, total_samples_) / B;
+    if (step <= last_checkpoint_step_ || (!checkpointer_.due_by_time() && step / every <= last_checkpoint_step_ / every))
+      return;
+    nn::ParamBuffer& params = s_.model->params();
+    CheckpointTensors t;
+    t.values.resize(size_t(params.count()));
+    center_->read(t.values.data());
+    const Tensor states = params.states().to(Device::CPU), momentum = s_.sgd->momentum_buffer().to(Device::CPU);
+    t.states.assign(states.data(), states.data() + states.numel());
+    t.momentum.assign(momentum.data(), momentum.data() + momentum.numel());
+    t.num_batches_tracked = step;
+    CheckpointInfo info = checkpoint_info(cfg_, s_, step, world_.size());
+    info.split = all_batches_;
+    checkpointer_.write_alone(info, params, t);
+    last_checkpoint_step_ = step;
   }
 
   // Groups numbered 0, 1, ... in the order of their leaders' ranks.
@@ -349,7 +577,8 @@ class ElasticTrainer {
   void announce() {
     const std::string table =
         world_.rank_table(cfg_.mode == "hybrid" ? s_.device + ", group " + std::to_string(group_number(leader_)) : s_.device);
-    std::vector<int64_t> batches(size_t(world_.size()));
+    std::vector<int64_t>& batches = all_batches_;
+    batches.resize(size_t(world_.size()));
     HT_MPI_CHECK(MPI_Allgather(&local_batch_, 1, MPI_INT64_T, batches.data(), 1, MPI_INT64_T, world_.comm()));
     const std::vector<int>& leaders = leaders_;
     if (world_.rank() != 0) return;
@@ -374,8 +603,11 @@ class ElasticTrainer {
       }
       std::string local;
       for (size_t r = 0; r < batches.size(); ++r) local += (r ? ", " : "") + std::to_string(batches[r]);
-      std::printf("elastic averaging: alpha %g every %d local step(s); groups %s; local batches [%s]\n",
-                  cfg_.elastic_alpha, cfg_.elastic_every, groups.c_str(), local.c_str());
+      std::string speeds;
+      for (size_t r = 0; r < speeds_.size(); ++r) speeds += (r ? ", " : "") + std::to_string(std::lround(speeds_[r]));
+      std::printf("elastic averaging: alpha %g every %d local step(s); groups %s%s; local batches [%s]\n",
+                  cfg_.elastic_alpha, cfg_.elastic_every, groups.c_str(),
+                  speeds.empty() ? "" : (" by measured speed [" + speeds + "] samples/s").c_str(), local.c_str());
       if (s_.start_step > 0)
         std::printf("resuming at sample %lld of %lld\n", (long long)(s_.start_step * cfg_.global_batch),
                     (long long)total_samples_);
@@ -394,7 +626,7 @@ class ElasticTrainer {
   void save_checkpoint(int64_t samples_done) {
     // A resume continues at this step boundary of the global batch (samples past it are trained again).
     CheckpointInfo info = checkpoint_info(cfg_, s_, samples_done / cfg_.global_batch, world_.size());
-    info.split.assign(size_t(world_.size()), local_batch_);
+    info.split = all_batches_;
     checkpointer_.write(info, s_.model->params(), *s_.sgd);
   }
 
@@ -428,7 +660,17 @@ class ElasticTrainer {
   int group_rank_ = 0, group_size_ = 1;
   int leader_ = 0;                   // world rank of this group's leader
   std::vector<int> leaders_;         // every rank's group leader
-  std::vector<int64_t> last_trained_;  // rank 0, hybrid: each group's samples at the last progress line
+  std::unique_ptr<dist::StepArrival> group_arrival_;  // groups of two or more: the members meet each local step
+  std::vector<double> speeds_;       // --groups speed: every rank's measured samples/s
+  std::vector<int64_t> all_batches_;  // every rank's local batch
+  dist::SampleCounter::RankStats step_stats_;  // this rank's last local step, published after it
+  std::vector<dist::SampleCounter::RankStats> report_stats_;  // rank 0: every rank's row at the last line
+  std::vector<int64_t> beats_;       // ranks 0 and 1: the local steps last seen of each rank
+  std::vector<Clock::time_point> beat_times_;  // ... and when they last changed
+  Clock::time_point last_heartbeat_read_{};
+  bool unpushed_ = false;            // group leaders: a claim not yet pushed into the center
+  int64_t last_checkpoint_step_ = 0;  // rank 0: the step of the newest checkpoint
+  double last_val_loss_ = -1, last_val_accuracy_ = -1;  // rank 0: the newest validation, for the metrics line
   std::unique_ptr<dist::Communicator> group_comm_;  // groups of two or more: the in-group reduction
   int64_t local_batch_ = 1, group_batch_ = 1, total_samples_ = 0;
   std::vector<int64_t> member_batches_;

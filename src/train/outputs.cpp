@@ -76,6 +76,10 @@ void Outputs::write_metrics(const StepRecord& record) {
   if (metrics_) metrics_->write(record);
 }
 
+void Outputs::write_metrics(const ElasticRecord& record) {
+  if (metrics_) metrics_->write(record);
+}
+
 void Outputs::fail_agreed() const {
   if (metrics_ && !metrics_->error().empty()) throw AgreedError(metrics_->error(), __FILE__, __LINE__);
   throw AgreedError("rank 0 could not write its outputs", __FILE__, __LINE__);

@@ -23,9 +23,11 @@ class Outputs {
   ~Outputs();
 
   bool logs_samples() const { return samples_ != nullptr; }
+  bool writes_metrics() const { return metrics_ != nullptr; }  // rank 0 with --metrics
   void log_samples(int64_t epoch, const std::vector<int64_t>& indices);
   // Rank 0: one metrics line. A failure is kept (metrics_failed()) for the step's agreement.
   void write_metrics(const StepRecord& record);
+  void write_metrics(const ElasticRecord& record);  // the asynchronous modes' line (docs/report.md)
   bool metrics_failed() const { return metrics_ && !metrics_->error().empty(); }
   // Every rank, once the step's agreement said rank 0's metrics failed: throws AgreedError (rank 0's
   // carries the reason and is the one printed).

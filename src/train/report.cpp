@@ -63,6 +63,40 @@ void MetricsFile::write(const StepRecord& r) {
   list("idle_s", [](const StepTimes& t) { return t.idle; });
   list("exposed_s", [](const StepTimes& t) { return t.exposed; });
   if (r.val_accuracy >= 0) std::fprintf(file_, ",\"val_loss\":%.6g,\"val_accuracy\":%.6g", r.val_loss, r.val_accuracy);
+  end_line();
+}
+
+void MetricsFile::write(const ElasticRecord& r) {
+  if (!file_ || !error_.empty()) return;
+  auto list = [&](const char* key, auto field) {
+    std::fprintf(file_, ",\"%s\":[", key);
+    for (size_t i = 0; i < r.ranks.size(); ++i) std::fprintf(file_, "%s%.6g", i ? "," : "", double(field(r.ranks[i])));
+    std::fprintf(file_, "]");
+  };
+  double samples = 0, pushes = 0, staleness = 0, compute = 0;
+  for (const auto& k : r.ranks) samples += k.samples, pushes += k.pushes, staleness += k.staleness, compute += k.compute;
+  const double seconds = r.window_s > 0 ? r.window_s : 0;
+  auto rate = [&](double n) { return seconds > 0 ? n / seconds : 0.0; };
+  std::fprintf(file_, "{\"mode\":\"%s\",\"step\":%lld,\"epoch\":%lld,\"samples\":%lld,\"loss\":%.6g,\"accuracy\":%.6g,"
+               "\"lr\":%.6g,\"step_s\":%.6g,\"samples_per_s\":%.6g,\"efficiency\":%.4f,\"staleness\":%.6g",
+               r.mode.c_str(), (long long)r.step, (long long)r.epoch, (long long)r.samples, r.loss, r.accuracy, r.lr,
+               seconds, rate(samples), seconds > 0 && !r.ranks.empty() ? compute / (seconds * double(r.ranks.size())) : 0.0,
+               pushes > 0 ? staleness / pushes : 0.0);
+  list("group", [](const ElasticRecord::Rank& k) { return k.group; });
+  list("b", [](const ElasticRecord::Rank& k) { return k.samples; });
+  list("rank_samples_per_s", [&](const ElasticRecord::Rank& k) { return rate(k.samples); });
+  list("group_samples_per_s", [&](const ElasticRecord::Rank& k) { return rate(k.group_samples); });
+  list("pushes", [](const ElasticRecord::Rank& k) { return k.pushes; });
+  list("rank_staleness", [](const ElasticRecord::Rank& k) { return k.pushes > 0 ? k.staleness / k.pushes : 0.0; });
+  list("compute_s", [](const ElasticRecord::Rank& k) { return k.compute; });
+  list("wait_s", [](const ElasticRecord::Rank& k) { return k.wait; });
+  list("comm_s", [](const ElasticRecord::Rank& k) { return k.comm; });
+  list("idle_s", [](const ElasticRecord::Rank& k) { return k.idle; });
+  if (r.val_accuracy >= 0) std::fprintf(file_, ",\"val_loss\":%.6g,\"val_accuracy\":%.6g", r.val_loss, r.val_accuracy);
+  end_line();
+}
+
+void MetricsFile::end_line() {
   if (std::fprintf(file_, "}\n") < 0 || std::fflush(file_) != 0 || std::ferror(file_))
     error_ = "--metrics: writing " + tmp_ + " failed: " + std::strerror(errno);
 }

@@ -33,6 +33,25 @@ struct StepRecord {
   double exposed_share() const;
 };
 
+// One metrics line of the asynchronous and hybrid modes (docs/report.md): a window of rank 0's local steps.
+// Per-rank figures come from the ranks' counters in the shared sample counter, so no rank waits for it.
+struct ElasticRecord {
+  std::string mode;                  // async | hybrid
+  int64_t step = 0, epoch = 0;       // the global step (samples handed out / B) and its epoch
+  int64_t samples = 0;               // the global sample counter: samples handed out so far
+  double loss = 0, accuracy = 0, lr = 0;  // rank 0's group over the window
+  double window_s = 0;               // wall seconds of the window (rank 0's clock)
+  double val_loss = -1, val_accuracy = -1;  // the newest validation of the center since the last line; -1: none
+  struct Rank {
+    int group = 0;                   // group number (0, 1, ... in the order of the leaders' ranks)
+    double samples = 0;              // samples trained in the window
+    double group_samples = 0;        // samples trained in the window by the rank's whole group
+    double pushes = 0, staleness = 0;  // trades with the center in the window, and the sum of their staleness
+    double compute = 0, wait = 0, comm = 0, idle = 0;  // seconds in the window (idle: waiting for group mates)
+  };
+  std::vector<Rank> ranks;
+};
+
 // JSON-lines writer; one object per step. Written to PATH.tmp-PID and renamed at close(), so a crashed run
 // leaves no file that looks complete and two runs never share a temporary file. Every line is flushed, and
 // a failed write is remembered at once (error()) rather than found at close.
@@ -41,10 +60,12 @@ class MetricsFile {
   explicit MetricsFile(const std::string& path);  // throws naming the path when it cannot be written
   ~MetricsFile();
   void write(const StepRecord& r);
+  void write(const ElasticRecord& r);
   const std::string& error() const { return error_; }  // empty while every write succeeded
   void close();                                         // throws on a write error, now or earlier
 
  private:
+  void end_line();
   std::string path_, tmp_, error_;
   std::FILE* file_ = nullptr;
 };

@@ -10,6 +10,7 @@
 
 #include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
+#include "hetrain/ops.hpp"
 #include "hetrain/threading.hpp"
 
 namespace hetrain::train {
@@ -34,9 +35,9 @@ std::vector<int64_t> parse_int_list(const std::string& text, const char* option)
 }
 
 std::vector<int> parse_groups(const std::string& text, int ranks) {
-  if (text == "node") return {};
+  if (text == "node" || text == "speed") return {};
   HT_CHECK(text.find_first_not_of("0123456789,") == std::string::npos,
-           "--groups must be node or a group id per rank (e.g. 0,0,1,1), got '", text, "'");
+           "--groups must be node, speed or a group id per rank (e.g. 0,0,1,1), got '", text, "'");
   const std::vector<int64_t> ids = parse_int_list(text, "--groups");
   HT_CHECK(int(ids.size()) == ranks, "--groups lists ", ids.size(), " group ids for ", ranks, " ranks");
   std::vector<int> out;
@@ -94,7 +95,8 @@ CheckpointInfo checkpoint_info(const TrainConfig& cfg, const Setup& s, int64_t g
 }
 
 void resolve_device(const std::string& requested, int threads, bool quiet, const dist::World& world, Setup& s) {
-  const std::string cpu = "cpu (" + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
+  const std::string cpu = "cpu (" + std::to_string(threads) + (threads == 1 ? " thread, " : " threads, ") +
+                          cpu::cpu_kernels_description() + ")";
   const int gpus = requested == "cpu" ? 0 : cuda_device_count();
   if (requested == "cuda") HT_CHECK(gpus > 0, "--device cuda: ", cuda_status(), "; use --device cpu or auto");
   if (gpus == 0) {

@@ -31,7 +31,7 @@ struct Setup {
   std::vector<int64_t> fixed_split;          // empty unless --split
   int64_t total_steps = 0;
   Device device_kind = Device::CPU;          // where this rank's model and step run
-  std::string device;                        // for the rank table: "cpu (2 threads)", "cuda:0 NVIDIA H200 (...)"
+  std::string device;  // for the rank table: "cpu (2 threads, oneDNN avx512_core)", "cuda:0 NVIDIA H200 (...)"
   int gpu_index = -1;                        // GPU ranks: the CUDA device this rank uses
   int64_t memory_cap = -1;                   // GPU ranks: the largest local batch that fits (-1: no cap)
   std::unique_ptr<DeviceInput> input, val_input;  // GPU ranks: batches to the device
@@ -45,8 +45,8 @@ struct Setup {
   std::optional<LoadedCheckpoint> resume;    // rank 0, between reading and sharing it
 };
 
-// --groups of the hybrid mode: "node" gives {} (the groups follow the nodes), else one group id per rank,
-// each in [0, ranks). Throws on anything else.
+// --groups of the hybrid mode: "node" and "speed" give {} (the groups follow the nodes, or measured
+// speeds: train/elastic_trainer.cpp), else one group id per rank, each in [0, ranks). Throws on anything else.
 std::vector<int> parse_groups(const std::string& text, int ranks);
 
 // The data, model and run facts a checkpoint must match (train/resume.hpp).

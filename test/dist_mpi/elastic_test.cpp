@@ -123,3 +123,68 @@ TEST(SampleCounter, StopGivesOnePositionToEveryRank) {
   MPI_Barrier(MPI_COMM_WORLD);  // nobody closes the window while another rank still reads it
   counter.close();
 }
+
+// Every rank's row of statistics sums its deltas; rows are kept apart.
+TEST(SampleCounter, StatsRowsSumEachRanksDeltas) {
+  const int rank = rank_of(), size = size_of();
+  SampleCounter counter(MPI_COMM_WORLD, 0);
+  for (int k = 0; k < 5; ++k) {
+    SampleCounter::RankStats d;
+    d.samples = rank + 1, d.steps = 1, d.pushes = k % 2, d.staleness = rank, d.compute_us = 10, d.wait_us = 2;
+    d.comm_us = 3, d.idle_us = 4, d.finished = k == 4;
+    counter.add_stats(rank, d);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::vector<SampleCounter::RankStats> all = counter.stats();
+  ASSERT_EQ(int(all.size()), size);
+  for (int r = 0; r < size; ++r) {
+    EXPECT_EQ(all[size_t(r)].samples, 5 * (r + 1));
+    EXPECT_EQ(all[size_t(r)].steps, 5);
+    EXPECT_EQ(all[size_t(r)].pushes, 2);
+    EXPECT_EQ(all[size_t(r)].staleness, 5 * r);
+    EXPECT_EQ(all[size_t(r)].compute_us, 50);
+    EXPECT_EQ(all[size_t(r)].wait_us, 10);
+    EXPECT_EQ(all[size_t(r)].comm_us, 15);
+    EXPECT_EQ(all[size_t(r)].idle_us, 20);
+    EXPECT_EQ(all[size_t(r)].finished, 1);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  counter.close();
+}
+
+// The settled position: the claimed count, held back by every leader's oldest unpushed claim, unknown
+// (-1) while a leader is between begin_claim() and claimed_at().
+TEST(SampleCounter, SettledPositionIsTheOldestUnpushedClaim) {
+  const int rank = rank_of(), size = size_of();
+  SampleCounter counter(MPI_COMM_WORLD, 1000);
+  EXPECT_EQ(counter.settled_position(), 1000);  // nothing claimed, nothing pending
+  MPI_Barrier(MPI_COMM_WORLD);
+  // Ranks claim in rank order, 10 samples each: rank r at 1000 + 10 r; each keeps its claim unpushed.
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) {
+      counter.begin_claim(rank);
+      const SampleCounter::Claim c = counter.claim(10);
+      counter.claimed_at(rank, c.first);
+      EXPECT_EQ(c.first, 1000 + 10 * r);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  EXPECT_EQ(counter.settled_position(), 1000);  // rank 0's claim is not pushed
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) counter.pushed(0);
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(counter.settled_position(), 1010);  // rank 1's claim (or, alone, the count)
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == size - 1) counter.begin_claim(rank);  // a leader in the middle of claiming
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(counter.settled_position(), -1);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == size - 1) counter.claimed_at(rank, counter.claim(10).first);
+  counter.pushed(rank);  // every claim so far in the center
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == size - 1) {
+    EXPECT_EQ(counter.settled_position(), 1000 + 10 * size + 10);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  counter.close();
+}

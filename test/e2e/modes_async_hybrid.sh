@@ -90,7 +90,7 @@ bad() {  # bad NAME EXPECTED ARGS...
 }
 bad async-split "has no global split" --mode async --split 16,16,16,16
 bad unknown-mode "mode must be sync, async or hybrid" --mode asynchronous
-bad group-spec "groups must be node or a group id per rank" --mode hybrid --groups speed
+bad group-spec "groups must be node, speed or a group id per rank" --mode hybrid --groups fastest
 bad group-length "groups lists 3 group ids for 4 ranks" --mode hybrid --groups 0,0,1
 bad alpha-zero "elastic-alpha must be in (0, 1]" --mode async --elastic-alpha 0
 bad alpha-large "elastic-alpha must be in (0, 1]" --mode async --elastic-alpha 1.5

@@ -26,8 +26,10 @@ namespace hetrain::dist {
 
 class StepArrival {
  public:
-  // hosts[r]: rank r's host, for the message. timeout_s <= 0: wait without limit.
-  StepArrival(MPI_Comm comm, std::vector<std::string> hosts, double timeout_s);
+  // hosts[r]: rank r's host, for the message. timeout_s <= 0: wait without limit. names[r]: how the
+  // message calls rank r of `comm` (its world rank, for a sub-communicator such as a hybrid group);
+  // empty: its rank in `comm`. A stall ends the whole job (MPI_Abort on MPI_COMM_WORLD).
+  StepArrival(MPI_Comm comm, std::vector<std::string> hosts, double timeout_s, std::vector<int> names = {});
   ~StepArrival();
   StepArrival(const StepArrival&) = delete;
   StepArrival& operator=(const StepArrival&) = delete;
@@ -49,6 +51,7 @@ class StepArrival {
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   std::vector<std::string> hosts_;
+  std::vector<int> names_;
   double timeout_s_;
   // watchdog: the step being watched (-1: none) and since when (steady clock, seconds)
   std::atomic<int64_t> watched_step_{-1};

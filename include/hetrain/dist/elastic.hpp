@@ -73,10 +73,32 @@ class SampleCounter {
   // stop position, the same for every rank (collective decisions in the asynchronous modes rely on it).
   void request_stop();
   int64_t stop_position();          // after a claim said stopped
-  // Samples trained per group, a slot per world rank (a group counts under its leader's rank): for the
-  // progress lines' per-group rates.
-  void add_trained(int leader, int64_t n);
-  std::vector<int64_t> trained_by_leader();
+  // What each rank has done, a row per world rank, summed since the start of this process: for the
+  // progress and metrics lines (rates, staleness) and as a heartbeat (the stall watch: a rank whose
+  // `steps` stop growing while it is not `finished` has stalled).
+  struct RankStats {
+    int64_t samples = 0;     // samples trained
+    int64_t steps = 0;       // local steps
+    int64_t pushes = 0;      // trades with the center (group leaders)
+    int64_t staleness = 0;   // sum over the pushes of the center updates between read and push
+    int64_t compute_us = 0, wait_us = 0, comm_us = 0;  // microseconds of compute, data wait, communication
+    int64_t idle_us = 0;     // microseconds waiting for the other members of its group (hybrid)
+    int64_t finished = 0;    // 1 once the rank left its training loop
+  };
+  void add_stats(int rank, const RankStats& delta);  // element-wise sum into `rank`'s row (one accumulate)
+  std::vector<RankStats> stats();                   // every rank's row
+
+  // Mid-run checkpoints of the center need a sample position P such that every claim before P has been
+  // pushed into the center: a resume from P then loses no sample (claims past P are trained again).
+  // Each group leader keeps, in its row, the first position of its oldest claim not yet pushed:
+  // begin_claim() before it claims with nothing pending, claimed_at(first) after, pushed() after a push.
+  void begin_claim(int rank);
+  void claimed_at(int rank, int64_t first);
+  void pushed(int rank);
+  // min(claimed count, every leader's oldest unpushed claim), or -1 while some leader is between
+  // begin_claim() and claimed_at() (ask again later). The center read after this call holds every push
+  // of the claims before the returned position.
+  int64_t settled_position();
   void close();                     // collective
 
  private:
@@ -85,6 +107,12 @@ class SampleCounter {
   int ranks_ = 1;
   bool open_ = false;
 };
+
+// --groups speed: ranks of similar speed in one group. `samples_per_s[r]` is rank r's measured rate. In
+// order of decreasing speed, a rank joins the group of the rank before it while its speed is at least
+// `within` times the fastest of that group; otherwise it starts a new one. Returns a group id per rank:
+// the lowest rank of its group. Deterministic (ties in speed keep rank order).
+std::vector<int> speed_groups(const std::vector<double>& samples_per_s, double within);
 
 // Keeps passive-target operations aimed at this rank moving while it computes. Over shared memory
 // (Open MPI's osc/sm) a read or push needs nothing from its target; over a network (osc/pt2pt, osc/ucx) it
