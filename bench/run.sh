@@ -3,14 +3,14 @@
 # one run; nothing here fails on time (exit 0 unless something crashes). Read ratios, not absolute numbers:
 # the machine may be shared. See bench/README.md.
 #
-#   bench/run.sh [train] [reader] [hetero] [checkpoint] [modes] [overlap]     default: all six
+#   bench/run.sh [train] [reader] [hetero] [checkpoint] [modes] [overlap] [stragglers]     default: all seven
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
 BIN=build/bin
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 CORES=$(getconf _NPROCESSORS_ONLN)
-SECTIONS=${*:-train reader hetero checkpoint modes overlap}
+SECTIONS=${*:-train reader hetero checkpoint modes overlap stragglers}
 TMP=$(mktemp -d /tmp/hetrain-bench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -154,7 +154,8 @@ for s in $SECTIONS; do
     checkpoint) checkpoint ;;
     modes) echo; bench/modes.sh ;;
     overlap) echo; bench/overlap.sh ;;
-    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint, modes, overlap)" >&2; exit 2 ;;
+    stragglers) echo; bench/stragglers.sh ;;
+    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint, modes, overlap, stragglers)" >&2; exit 2 ;;
   esac
 done
 exit 0
