@@ -122,7 +122,8 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
       ("local-batch", po::value(&c.local_batch)->default_value(0),
        "async/hybrid: samples per local step on each rank (0 = --global-batch / ranks)")
       ("balance", po::value(&c.balance)->default_value("dynamic"),
-       "none = uniform split (the DDP baseline) | static = calibrate once | dynamic = keep re-fitting")
+       "none = uniform split (the DDP baseline) | static = calibrate once | dynamic = keep re-fitting "
+       "(sync: the ranks' shares of B; hybrid: the members' shares of their group's claim)")
       ("rebalance-every", po::value(&c.rebalance_every)->default_value(20), "dynamic: re-fit every K steps")
       ("max-local-batch", po::value(&c.max_local_batch), "cap on a rank's share: one value, or one per rank (a,b,c,...)")
       ("split", po::value(&c.fixed_split), "fixed per-rank split, e.g. 5,0,17,10 (sums to --global-batch; no balancing)")

@@ -3,8 +3,9 @@
 //
 // Every rank belongs to a group: in async mode a group of one, in hybrid mode the ranks of a node (or of
 // --groups). A group trains like a small synchronous job: its leader claims the group's next samples from
-// the global counter, each member takes its share, the members' gradients are reduced weighted by their
-// shares, and every member applies the same SGD step. Every tau local steps the leader trades with the
+// the global counter, each member takes its share (fitted to the members' measured speeds by a balancer on
+// the group's communicator, as sync mode's split is, unless --balance none), the members' gradients are
+// reduced weighted by their shares, and every member applies the same SGD step. Every tau local steps the leader trades with the
 // center: delta = alpha (W_local - W_center), W_local -= delta, W_center += delta; then the group takes the
 // leader's weights. Groups never wait for each other. Training ends when the counter has handed out every
 // sample of every epoch; the center is then the model: it is evaluated, checkpointed and dumped.
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "hetrain/cuda.hpp"
 #include "hetrain/dist.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/nn.hpp"
@@ -79,6 +82,7 @@ class ElasticTrainer {
     HT_MPI_CHECK(MPI_Allgather(&local_batch_, 1, MPI_INT64_T, member_batches_.data(), 1, MPI_INT64_T, group_));
     group_batch_ = std::accumulate(member_batches_.begin(), member_batches_.end(), int64_t(0));
     if (group_size_ > 1) group_comm_ = dist::make_gradient_communicator(group_, s_.device_kind, false);
+    if (group_size_ > 1 && s_.balance_config.mode != dist::BalanceMode::None) make_group_balancer();
     // Every rank learns every rank's group leader (a group is named after its leader's world rank).
     leader_ = group_rank_ == 0 ? world_.rank() : -1;
     HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &leader_, 1, MPI_INT, MPI_MAX, group_));
@@ -265,7 +269,7 @@ class ElasticTrainer {
     // Members take consecutive shares of the claim; a short last claim leaves the last members less.
     int64_t offset = 0;
     for (int m = 0; m < group_rank_; ++m) offset += member_batches_[size_t(m)];
-    const int64_t b = std::max<int64_t>(0, std::min(local_batch_, n - offset));
+    const int64_t b = std::max<int64_t>(0, std::min(member_batches_[size_t(group_rank_)], n - offset));
     std::vector<int64_t> indices;
     for (auto& [epoch, part] : samples_at(first + std::min(offset, n), b)) {
       outputs_.log_samples(epoch, part);
@@ -285,10 +289,14 @@ class ElasticTrainer {
              "failure injected by --debug-fail-at at local step ", local_steps_);
 
     auto compute_start = Clock::now();
+    const int64_t searches_before = on_gpu() ? cuda::conv_algorithm_searches() : 0;
     const LocalOutcome local = local_step_.run(batch, input, b);
     double compute = seconds_since(compute_start);
     // Emulated speed changes (--emulate-schedule) happen at the same global step in every mode.
     compute += s_.emulator.apply(world_.rank(), first / cfg_.global_batch, compute);
+    // A step that measured cuDNN algorithms for a new batch size is no sample of this rank's speed.
+    if (group_balancer_ && (!on_gpu() || cuda::conv_algorithm_searches() == searches_before))
+      group_balancer_->record(b, compute);
     window_compute_ += compute;
     step_stats_.compute_us += micros(compute);
     step_stats_.samples += b;
@@ -313,11 +321,40 @@ class ElasticTrainer {
       const Tensor values = params.values().to(Device::CPU);
       dist::check_identical(group_, values.data(), params.count(), "parameters within a hybrid group");
     }
+    rebalance_group();
     ++local_steps_;
     trained_samples_ += b;
     window_loss_ += local.loss_sum;
     window_correct_ += local.correct;
     window_count_ += double(b);
+  }
+
+  // The group's balancer: the members' shares of each claim follow their measured speeds, exactly as sync
+  // mode's split does (dist/balancer.hpp), over the group's communicator and its claims of group_batch_
+  // samples. Caps: the members' memory caps.
+  void make_group_balancer() {
+    dist::BalanceConfig bc = s_.balance_config;
+    const int64_t mine = s_.memory_cap > 0 ? s_.memory_cap : INT64_MAX;
+    std::vector<int64_t> caps(static_cast<size_t>(group_size_));
+    HT_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT64_T, caps.data(), 1, MPI_INT64_T, group_));
+    bc.caps.clear();
+    if (std::any_of(caps.begin(), caps.end(), [](int64_t c) { return c < INT64_MAX; })) bc.caps = caps;
+    group_balancer_ = std::make_unique<dist::Balancer>(group_, group_batch_, bc);
+    member_batches_ = group_balancer_->split();
+  }
+
+  // After each local step, on every member alike: refit on schedule, or at once when a member's newest
+  // step left its model (the members agree on that first).
+  void rebalance_group() {
+    if (!group_balancer_) return;
+    int off = group_balancer_->off_model(local_steps_) ? 1 : 0;
+    HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &off, 1, MPI_INT, MPI_MAX, group_));
+    if (!group_balancer_->update(local_steps_, off > 0)) return;
+    member_batches_ = group_balancer_->split();
+    if (world_.rank() == 0 && !cfg_.quiet) {
+      std::printf("group rebalance: %s\n", group_balancer_->describe(local_steps_).c_str());
+      std::fflush(stdout);
+    }
   }
 
   // The group leader's elastic exchange with the center, then the group takes the leader's weights.
@@ -661,6 +698,7 @@ class ElasticTrainer {
   int leader_ = 0;                   // world rank of this group's leader
   std::vector<int> leaders_;         // every rank's group leader
   std::unique_ptr<dist::StepArrival> group_arrival_;  // groups of two or more: the members meet each local step
+  std::unique_ptr<dist::Balancer> group_balancer_;     // groups of two or more, unless --balance none
   std::vector<double> speeds_;       // --groups speed: every rank's measured samples/s
   std::vector<int64_t> all_batches_;  // every rank's local batch
   dist::SampleCounter::RankStats step_stats_;  // this rank's last local step, published after it

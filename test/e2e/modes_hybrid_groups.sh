@@ -8,8 +8,10 @@
 #     same weights b/B. The center exchange is made removable: tau = the number of local steps (a single
 #     trade, after the last step) and alpha = 1, so the final center is W_c + 1·(W − W_c) = W, the group's
 #     weights, up to one float rounding. So the hybrid run's final model must equal the sync run's to a few
-#     ulps, on 2 and on 4 ranks. A negative control shows the comparison sees the center: with tau = half the
-#     steps (a trade in the middle resets W to the initial center) the two differ widely.
+#     ulps, on 2 and on 4 ranks (--balance none: the group's shares stay [b, b, ...] as sync's split). A
+#     negative control shows the comparison sees the center: with tau = half the steps (a trade in the middle
+#     resets W to the initial center) the two differ widely;
+#  3. the balancer inside a group moves samples off a slow member.
 source "$(dirname "$0")/lib.sh"
 C=(--model lenet --synthetic 512 --synthetic-shape 1,28,28 --global-batch 64 --epochs 2 --lr 0.05 --quiet --device cpu)
 STEPS=16  # 2 epochs of 512 samples in claims of 64
@@ -24,15 +26,31 @@ for n in 2 4; do
   b=$((64 / n)); split=$(printf "$b,%.0s" $(seq $n)); groups=$(printf "0,%.0s" $(seq $n))
   run_mpi $n "${C[@]}" --split "${split%,}" --dump-params "$TMP/sync$n.bin" >"$TMP/sync$n.out" 2>&1 \
     || { cat "$TMP/sync$n.out"; fail "sync on $n ranks failed"; }
-  run_mpi $n "${C[@]}" --mode hybrid --groups "${groups%,}" --elastic-alpha 1 --elastic-every $STEPS \
+  run_mpi $n "${C[@]}" --mode hybrid --groups "${groups%,}" --elastic-alpha 1 --elastic-every $STEPS --balance none \
     --dump-params "$TMP/hybrid$n.bin" --debug-consistency >"$TMP/hybrid$n.out" 2>&1 \
     || { cat "$TMP/hybrid$n.out"; fail "hybrid with one group of $n ranks failed"; }
   echo -n "2. $n ranks, one group vs sync split [${split%,}]: "
   float_compare "$TMP/sync$n.bin" "$TMP/hybrid$n.bin" 1e-6 || fail "hybrid's group of $n ranks does not train like sync on them"
 done
 # Negative control: a trade with the center in the middle of the run must show.
-run_mpi 2 "${C[@]}" --mode hybrid --groups 0,0 --elastic-alpha 1 --elastic-every $((STEPS / 2)) \
+run_mpi 2 "${C[@]}" --mode hybrid --groups 0,0 --elastic-alpha 1 --elastic-every $((STEPS / 2)) --balance none \
   --dump-params "$TMP/mid.bin" >"$TMP/mid.out" 2>&1 || { cat "$TMP/mid.out"; fail "hybrid with a trade mid-run failed"; }
 echo -n "   control, a trade after step $((STEPS / 2)): "
 float_compare "$TMP/sync2.bin" "$TMP/mid.bin" 1e-6 && fail "the comparison did not notice a trade with the center"
-pass "replicas identical in groups {0,1},{2,3}; a group of 2 and of 4 ranks trains like sync on them (center removed)"
+
+# 3. The balancer inside a group: in {0,1} rank 1 is emulated 4x slower, so the group's balancer gives it a
+#    much smaller share of each claim (with --balance none the two take equal shares).
+for balance in dynamic none; do
+  rm -f "$TMP"/share.*
+  run_mpi 4 --model lenet --synthetic 2048 --synthetic-shape 1,28,28 --global-batch 128 --epochs 2 --lr 0.05 \
+    --device cpu --quiet --mode hybrid --groups 0,0,1,1 --emulate-speed 1,0.25,1,1 --balance $balance \
+    --dump-samples "$TMP/share.%r" >"$TMP/share.out" 2>&1 || { cat "$TMP/share.out"; fail "hybrid --balance $balance failed"; }
+  r0=$(wc -l <"$TMP/share.0"); r1=$(wc -l <"$TMP/share.1")
+  echo "3. --balance $balance: in group {0,1} rank 0 trained $r0 samples, rank 1 (4x slower) $r1"
+  if [ $balance = dynamic ]; then
+    [ "$r0" -gt $((2 * r1)) ] || fail "the group's balancer did not move samples off its slow member ($r0 vs $r1)"
+  else
+    [ "$r0" -eq "$r1" ] || fail "--balance none: members of a group should take equal shares ($r0 vs $r1)"
+  fi
+done
+pass "replicas identical in groups {0,1},{2,3}; a group of 2 and of 4 ranks trains like sync on them (center removed); the group's balancer gives its 4x slower member a small share"
