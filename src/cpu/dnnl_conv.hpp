@@ -16,8 +16,6 @@ namespace hetrain::cpu::dnnl_conv {
 bool available();
 // The instruction set oneDNN generates code for on this CPU (e.g. "avx512_core_bf16"), for the rank table.
 const char* isa_name();
-// What oneDNN reports for the kernels it picked for g (e.g. "jit:avx512_core"), for diagnostics.
-const char* kernel_name(const Conv2dGeom& g);
 // Float elements of workspace that forward and backward need for g (blocked copies and oneDNN's scratchpad,
 // each 64-byte aligned), under the current OpenMP thread count.
 int64_t workspace_floats(const Conv2dGeom& g);

@@ -73,12 +73,11 @@ struct Plan {
   Slot f_src, f_weights, f_dst, b_ddst, b_weights, b_dsrc, b_dweights, b_src_w, b_ddst_w;
   size_t f_scratch = 0, b_data_scratch = 0, b_weights_scratch = 0;
   size_t bytes = 0;
-  std::string kernel;
 };
 
-std::unique_ptr<Plan> make_plan(const Conv2dGeom& g) {
+std::shared_ptr<Plan> make_plan(const Conv2dGeom& g) {
   auto& eng = cpu_engine();
-  auto p = std::make_unique<Plan>();
+  auto p = std::make_shared<Plan>();
   const memory::dims src{g.N, g.C, g.H, g.W}, wei{g.K, g.C, g.R, g.S}, dst{g.N, g.K, g.P(), g.Q()};
   const memory::dims strides{g.stride, g.stride}, pads{g.pad, g.pad};
   p->src_plain = memory::desc(src, f32, tag::nchw);
@@ -140,22 +139,22 @@ std::unique_ptr<Plan> make_plan(const Conv2dGeom& g) {
   w += aligned(p->bwd_weights_pd.scratchpad_desc().get_size());
 
   p->bytes = std::max({f, b, w}) + kAlign;  // + room to align the workspace's start
-  p->kernel = p->fwd_pd.impl_info_str();
   return p;
 }
 
 using Key = std::tuple<int, int, int, int, int, int, int, int, int, int>;
 
-Plan& plan_for(const Conv2dGeom& g) {
+// Shared: a call keeps its plans alive even if another call clears the cache meanwhile.
+std::shared_ptr<Plan> plan_for(const Conv2dGeom& g) {
   static std::mutex mutex;
-  static std::map<Key, std::unique_ptr<Plan>> plans;
+  static std::map<Key, std::shared_ptr<Plan>> plans;
   const Key key{g.N, g.C, g.H, g.W, g.K, g.R, g.S, g.stride, g.pad, omp_get_max_threads()};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans.find(key);
-  if (it != plans.end()) return *it->second;
+  if (it != plans.end()) return it->second;
   if (plans.size() >= kMaxPlans) plans.clear();
   try {
-    return *plans.emplace(key, make_plan(g)).first->second;
+    return plans.emplace(key, make_plan(g)).first->second;
   } catch (const dnnl::error& e) {
     HT_THROW("conv2d (oneDNN): cannot build kernels for N=", g.N, " C=", g.C, " H=", g.H, " W=", g.W, " K=", g.K,
              " R=", g.R, " S=", g.S, " stride=", g.stride, " pad=", g.pad, ": ", e.what());
@@ -222,12 +221,10 @@ const char* isa_name() {
   }
 }
 
-const char* kernel_name(const Conv2dGeom& g) { return plan_for(chunks_for(g).at(g, 0)).kernel.c_str(); }
-
 int64_t workspace_floats(const Conv2dGeom& g) {
   const Chunks c = chunks_for(g);
-  size_t bytes = plan_for(c.at(g, 0)).bytes;
-  if (c.count > 1) bytes = std::max(bytes, plan_for(c.at(g, c.count - 1)).bytes);
+  size_t bytes = plan_for(c.at(g, 0))->bytes;
+  if (c.count > 1) bytes = std::max(bytes, plan_for(c.at(g, c.count - 1))->bytes);
   return int64_t((bytes + sizeof(float) - 1) / sizeof(float));
 }
 
@@ -237,13 +234,14 @@ void forward(float* out, const float* in, const float* weight, const Conv2dGeom&
   dnnl::stream strm(cpu_engine());
   const Chunks c = chunks_for(g);
   const int64_t in_stride = int64_t(g.C) * g.H * g.W, out_stride = int64_t(g.K) * g.P() * g.Q();
-  const Plan* weights_for = nullptr;  // the plan whose weight layout the workspace holds
+  std::shared_ptr<Plan> weights_for;  // the plan whose weight layout the workspace holds
   memory wei;
   for (int i = 0; i < c.count; ++i) {
-    Plan& p = plan_for(c.at(g, i));
-    if (weights_for == nullptr || p.f_weights.desc != weights_for->f_weights.desc) {
+    const std::shared_ptr<Plan> plan = plan_for(c.at(g, i));
+    Plan& p = *plan;
+    if (!weights_for || p.f_weights.desc != weights_for->f_weights.desc) {
       wei = view(p.f_weights, p.weights_plain, weight, base, strm, true);
-      weights_for = &p;
+      weights_for = plan;
     }
     const float* x = in + i * c.size * in_stride;
     float* y = out + i * c.size * out_stride;
@@ -268,13 +266,14 @@ void backward(float* din, float* dweight, const float* dout, const float* in, co
   const Chunks c = chunks_for(g);
   const int64_t in_stride = int64_t(g.C) * g.H * g.W, out_stride = int64_t(g.K) * g.P() * g.Q();
   if (din) {  // data pass: din = conv_transpose(dout, weight)
-    const Plan* weights_for = nullptr;
+    std::shared_ptr<Plan> weights_for;
     memory wei;
     for (int i = 0; i < c.count; ++i) {
-      Plan& p = plan_for(c.at(g, i));
-      if (weights_for == nullptr || p.b_weights.desc != weights_for->b_weights.desc) {
+      const std::shared_ptr<Plan> plan = plan_for(c.at(g, i));
+      Plan& p = *plan;
+      if (!weights_for || p.b_weights.desc != weights_for->b_weights.desc) {
         wei = view(p.b_weights, p.weights_plain, weight, base, strm, true);
-        weights_for = &p;
+        weights_for = plan;
       }
       float* dx = din + i * c.size * in_stride;
       memory ddst = view(p.b_ddst, p.dst_plain, dout + i * c.size * out_stride, base, strm, true);
@@ -289,9 +288,10 @@ void backward(float* din, float* dweight, const float* dout, const float* in, co
     }
   }
   if (dweight) {  // weights pass: dweight += Σ over chunks of the chunk's weight gradient
-    memory user(plan_for(c.at(g, 0)).weights_plain, cpu_engine(), dweight);
+    memory user(plan_for(c.at(g, 0))->weights_plain, cpu_engine(), dweight);
     for (int i = 0; i < c.count; ++i) {
-      Plan& p = plan_for(c.at(g, i));
+      const std::shared_ptr<Plan> plan = plan_for(c.at(g, i));
+      Plan& p = *plan;
       memory src = view(p.b_src_w, p.src_plain, in + i * c.size * in_stride, base, strm, true);
       memory ddst = view(p.b_ddst_w, p.dst_plain, dout + i * c.size * out_stride, base, strm, true);
       memory dw(p.b_dweights.desc, cpu_engine(), base + p.b_dweights.offset);

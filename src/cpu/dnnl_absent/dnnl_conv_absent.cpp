@@ -7,7 +7,6 @@ namespace hetrain::cpu::dnnl_conv {
 
 bool available() { return false; }
 const char* isa_name() { return "none"; }
-const char* kernel_name(const Conv2dGeom&) { return "none (built without oneDNN)"; }
 int64_t workspace_floats(const Conv2dGeom&) { return 0; }
 void forward(float*, const float*, const float*, const Conv2dGeom&, float*) {
   HT_THROW("conv2d: this hetrain was built without oneDNN (install libdnnl-dev and rebuild)");
