@@ -3,10 +3,8 @@
 # against the default 25) and the hierarchical reduction (--hierarchical off against on), side by side in
 # one run (docs/architecture.md, "Gradient reduction"). Prints; never fails on time.
 #
-# Two "nodes" on this machine: two network namespaces, each with its own host name and address, joined
-# through veth pairs to a bridge in a third namespace; each node's link is shaped (tc tbf) to the rate in
-# both directions. Open MPI starts the second node's ranks through a small launch agent that enters its
-# namespace, so it sees two hosts: shared memory (vader) inside a node, TCP between them. 2 nodes x 2 ranks,
+# Two "nodes" on this machine (scripts/netns-nodes.sh: network namespaces with their own host names and
+# addresses, links shaped with tc in both directions; shared memory inside a node, TCP between them). 2 nodes x 2 ranks,
 # synthetic 3x32x32 data, global batch 64, uniform split. All four ranks share this machine's cores, so a
 # step computes slower than on real nodes (which leaves more backward to hide a reduction behind).
 #
@@ -25,92 +23,47 @@ NET=10.79.0  # the nodes' addresses, only inside those namespaces
 say_skip() { echo "overlap: skipped: $*"; exit 0; }
 
 [ -x "$BIN" ] || say_skip "$BIN is not built"
-[ "$(id -u)" -eq 0 ] || say_skip "making network namespaces needs root"
-for tool in ip tc unshare; do command -v $tool >/dev/null || say_skip "needs $tool (iproute2, util-linux)"; done
-ip netns list 2>/dev/null | grep -qE "^${NS}(1|2|br)\b" && say_skip "namespaces ${NS}* exist already (another run?)"
+source scripts/netns-nodes.sh
+missing=$(netns_missing)
+[ -z "$missing" ] || say_skip "$missing"
 
 TMP=$(mktemp -d /tmp/hetrain-bench-overlap.XXXXXX)
 teardown() {
-  for ns in ${NS}1 ${NS}2 ${NS}br; do
-    ip netns pids $ns 2>/dev/null | xargs -r kill 2>/dev/null
-    ip netns del $ns 2>/dev/null
-  done
+  netns_teardown
   if [ -n "${OVERLAP_KEEP:-}" ]; then echo "overlap: metrics and logs kept in $TMP"; else rm -rf "$TMP"; fi
 }
 trap teardown EXIT
-
-# ---------------------------------------------------------------- the two nodes
-make_nodes() {
-  ip netns add ${NS}br && ip -n ${NS}br link add sw type bridge && ip -n ${NS}br link set sw up || return 1
-  for i in 1 2; do
-    ip netns add ${NS}$i || return 1
-    ip link add ${NS}v$i type veth peer name ${NS}p$i || return 1
-    ip link set ${NS}v$i netns ${NS}$i && ip link set ${NS}p$i netns ${NS}br || return 1
-    ip -n ${NS}br link set ${NS}p$i master sw && ip -n ${NS}br link set ${NS}p$i up || return 1
-    ip -n ${NS}$i addr add $NET.$i/24 dev ${NS}v$i && ip -n ${NS}$i link set ${NS}v$i up || return 1
-    ip -n ${NS}$i link set lo up || return 1
-    # Shaped in both directions: out of the node at its end, into the node at the switch's end.
-    ip netns exec ${NS}$i tc qdisc add dev ${NS}v$i root tbf rate 1gbit burst 256kb latency 100ms || return 1
-    ip netns exec ${NS}br tc qdisc add dev ${NS}p$i root tbf rate 1gbit burst 256kb latency 100ms || return 1
-  done
-}
-set_rate() {
-  for i in 1 2; do
-    ip netns exec ${NS}$i tc qdisc change dev ${NS}v$i root tbf rate "$1" burst 256kb latency 100ms || return 1
-    ip netns exec ${NS}br tc qdisc change dev ${NS}p$i root tbf rate "$1" burst 256kb latency 100ms || return 1
-  done
-}
-# Bytes through node i's link so far, both directions.
-link_bytes() {
-  local d=/sys/class/net/${NS}v$1/statistics
-  ip netns exec ${NS}$1 sh -c "echo \$((\$(cat $d/tx_bytes) + \$(cat $d/rx_bytes)))"
-}
-make_nodes 2>"$TMP/setup.err" || say_skip "could not make the namespaces: $(head -1 "$TMP/setup.err")"
-
-# Open MPI reaches the "remote" node with `AGENT HOST COMMAND...`: enter that node's namespace, as its host.
-cat >"$TMP/agent" <<AGENT
-#!/bin/sh
-host=\$1; shift
-node=node\${host##*.}
-exec ip netns exec ${NS}\${host##*.} unshare --uts /bin/sh -c "hostname \$node; \$*"
-AGENT
-chmod +x "$TMP/agent"
-printf '%s slots=2\n' $NET.1 $NET.2 >"$TMP/hosts"
+netns_make 1gbit 2>"$TMP/setup.err" || say_skip "could not make the namespaces: $(head -1 "$TMP/setup.err")"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl_base_warn_component_unused=0
-cluster_mpirun() {  # bounded: a hang ends that run, not the benchmark
-  timeout 900 ip netns exec ${NS}1 unshare --uts /bin/sh -c 'hostname node1; exec mpirun "$@"' sh \
-    --oversubscribe --mca plm_rsh_agent "$TMP/agent" --hostfile "$TMP/hosts" \
-    --mca btl self,vader,tcp --mca oob_tcp_if_include $NET.0/24 --mca btl_tcp_if_include $NET.0/24 "$@"
-}
 
 # ---------------------------------------------------------------- runs
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
 run() {  # model rate bucket-mb hierarchical
   local out="$TMP/$1-$2-b$3-$4"
   local before1 before2
-  before1=$(link_bytes 1); before2=$(link_bytes 2)
-  if ! cluster_mpirun -n 4 "$BIN" train --model "$1" --synthetic $((64 * STEPS)) --synthetic-shape 3,32,32 \
+  before1=$(netns_link_bytes 1); before2=$(netns_link_bytes 2)
+  if ! netns_mpirun -n 4 "$BIN" train --model "$1" --synthetic $((64 * STEPS)) --synthetic-shape 3,32,32 \
       --global-batch 64 --max-steps "$STEPS" --balance none --bucket-mb "$3" --hierarchical "$4" --log-every 0 \
       --metrics "$out.jsonl" >"$out.log" 2>&1; then
     printf "%-9s %-7s %6s %-6s  failed: %s\n" "$1" "$2" "$3" "$4" "$(grep -m1 -i error "$out.log" || tail -1 "$out.log")"
     return
   fi
   local mb1 mb2 r
-  mb1=$(( ($(link_bytes 1) - before1) / STEPS / 1000000 )); mb2=$(( ($(link_bytes 2) - before2) / STEPS / 1000000 ))
+  mb1=$(( ($(netns_link_bytes 1) - before1) / STEPS / 1000000 )); mb2=$(( ($(netns_link_bytes 2) - before2) / STEPS / 1000000 ))
   r=$($PY bench/overlap_report.py "$out.jsonl" 1)
   printf "%-9s %-7s %6s %-6s %8.3f %9.3f %9.3f %8.1f%% %11s\n" "$1" "$2" "$3" "$4" "$(field step_s "$r")" \
     "$(field compute_s "$r")" "$(field exposed_s "$r")" "$(awk "BEGIN{print 100*$(field exposed_frac "$r")}")" "$mb1/$mb2"
 }
 
 echo "== gradient reduction over a network: 2 nodes x 2 ranks (network namespaces, tbf-shaped links), $(getconf _NPROCESSORS_ONLN) cores"
-if ! cluster_mpirun -n 4 hostname >"$TMP/hosts.out" 2>&1 || [ "$(sort -u "$TMP/hosts.out" | wc -l)" -ne 2 ]; then
+if ! netns_mpirun -n 4 hostname >"$TMP/hosts.out" 2>&1 || [ "$(sort -u "$TMP/hosts.out" | wc -l)" -ne 2 ]; then
   say_skip "mpirun across the namespaces did not reach two hosts: $(tail -1 "$TMP/hosts.out")"
 fi
 printf "%-9s %-7s %6s %-6s %8s %9s %9s %9s %11s\n" model link bucket hier "step s" "compute s" "exposed s" exposed \
   "MB/step n1/n2"
 for rate in $RATES; do
-  set_rate "$rate" || { echo "overlap: could not set the links to $rate"; continue; }
+  netns_set_rate "$rate" || { echo "overlap: could not set the links to $rate"; continue; }
   for model in $MODELS; do
     for hier in off on; do
       for mb in 0 25; do run "$model" "$rate" "$mb" "$hier"; done

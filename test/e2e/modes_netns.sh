@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Async and hybrid training across two "nodes" joined by TCP (docs/architecture.md, "Progress of one-sided
+# operations"): network namespaces with their own host names and addresses and a 1 Gbit/s link
+# (scripts/netns-nodes.sh), 2 nodes x 2 ranks, Open MPI's osc/pt2pt for the one-sided center. Each run must
+# finish, train every sample once (hybrid: one group per node), and no center read or push may wait for its
+# target's step: the slowest one stays under half a local step. Skipped where namespaces cannot be made.
+source "$(dirname "$0")/lib.sh"
+NS=htmn      # namespaces htmn1, htmn2 and htmnbr
+NET=10.78.0
+source scripts/netns-nodes.sh
+missing=$(netns_missing)
+[ -z "$missing" ] && ! command -v mpirun >/dev/null && missing="mpirun is not installed"
+[ -z "$missing" ] || skip "$missing"
+at_exit netns_teardown
+netns_make 1gbit 2>"$TMP/setup.err" || skip "could not make the namespaces: $(head -1 "$TMP/setup.err")"
+netns_mpirun -n 4 hostname >"$TMP/hosts.out" 2>&1 && [ "$(sort -u "$TMP/hosts.out" | wc -l)" -eq 2 ] \
+  || skip "mpirun across the namespaces did not reach two hosts: $(tail -1 "$TMP/hosts.out")"
+
+BIN=$PWD/$HETRAIN
+for mode in async hybrid; do
+  extra=(); [ $mode = hybrid ] && extra=(--groups node)
+  netns_mpirun -n 4 --mca osc pt2pt "$BIN" train --model resnet20 --synthetic 1024 --synthetic-shape 3,32,32 \
+    --global-batch 128 --epochs 1 --lr 0.05 --mode $mode "${extra[@]}" --log-every 1000 \
+    --dump-samples "$TMP/$mode.%r" >"$TMP/$mode.out" 2>&1 || { cat "$TMP/$mode.out"; fail "$mode across 2 nodes failed"; }
+  done_line=$(grep '^done:' "$TMP/$mode.out") || { cat "$TMP/$mode.out"; fail "$mode across 2 nodes did not finish"; }
+  [ $mode = hybrid ] && { grep -q "groups {0,1} {2,3}" "$TMP/$mode.out" || { cat "$TMP/$mode.out"; fail "hybrid: the groups are not the two nodes"; }; }
+  cat "$TMP"/$mode.[0-3] | /usr/bin/python3 -c '
+import sys, collections
+seen = collections.Counter(tuple(map(int, l.split())) for l in sys.stdin)
+ok = sorted(i for (e, i) in seen) == list(range(1024)) and set(seen.values()) == {1}
+print("%d samples, each once: %s" % (len(seen), ok)); sys.exit(0 if ok else 1)' \
+    || fail "$mode across 2 nodes: not every sample trained exactly once"
+  /usr/bin/python3 - "$mode" "$done_line" <<'PY' || fail "$mode: a center operation across the nodes waited for its target's step"
+import re, sys
+mode, line = sys.argv[1], sys.argv[2]
+rate = float(re.search(r"([0-9.]+) samples/s", line).group(1))
+slowest = float(re.search(r"slowest read or push ([0-9.]+) ms", line).group(1)) / 1e3
+step = 4 * 32 / rate  # 4 ranks of 32 samples a local step
+print("%s across 2 nodes: slowest center read or push %.1f ms, local step %.0f ms" % (mode, 1e3 * slowest, 1e3 * step))
+sys.exit(0 if slowest < 0.5 * step else 1)
+PY
+done
+pass "async and hybrid across 2 TCP nodes (osc/pt2pt, 1 Gbit/s): every sample once, no center operation waited for a target's step"
