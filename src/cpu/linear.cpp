@@ -31,7 +31,10 @@ void per_row_gemm(int N, int cols, int inner, const T* A, const T* B, bool b_tra
                  C + int64_t(n) * cols, cols);
   if (n == N) return;
   const int rest = N - n;
-  std::vector<T> a(size_t(kRows) * inner, T(0)), c(size_t(kRows) * cols);
+  // Kept between calls: the tail runs in every layer of every step.
+  thread_local std::vector<T> a, c;
+  a.assign(size_t(kRows) * inner, T(0));
+  c.resize(size_t(kRows) * cols);
   std::memcpy(a.data(), A + int64_t(n) * inner, sizeof(T) * size_t(rest) * inner);
   detail::gemm(false, b_trans, kRows, cols, inner, T(1), a.data(), inner, B, ldb, T(0), c.data(), cols);
   std::memcpy(C + int64_t(n) * cols, c.data(), sizeof(T) * size_t(rest) * cols);

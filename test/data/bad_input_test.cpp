@@ -16,18 +16,6 @@ using namespace hetrain::data;
 using namespace hetrain::data::testing;
 
 namespace {
-// Runs f, expects a hetrain::Error whose message contains every needle, on one line.
-void expect_error(const std::function<void()>& f, std::vector<std::string> needles) {
-  try {
-    f();
-  } catch (const hetrain::Error& e) {
-    for (const auto& n : needles) EXPECT_NE(e.message().find(n), std::string::npos) << e.message() << " lacks " << n;
-    EXPECT_EQ(e.message().find('\n'), std::string::npos) << e.message();
-    return;
-  }
-  ADD_FAILURE() << "no error thrown";
-}
-
 std::string packed_synthetic(const TempDir& dir, const std::string& name, int shards = 1) {
   auto src = open_synthetic(1, 20, 1, 3, 3, 4);
   PackOptions o;

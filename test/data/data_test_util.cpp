@@ -15,10 +15,22 @@
 #include <stdexcept>
 
 #include "data/rng.hpp"
+#include "hetrain/error.hpp"
 
 namespace fs = std::filesystem;
 
 namespace hetrain::data::testing {
+
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
+  try {
+    f();
+  } catch (const hetrain::Error& e) {
+    for (const auto& n : needles) EXPECT_NE(e.message().find(n), std::string::npos) << e.message() << " lacks " << n;
+    EXPECT_EQ(e.message().find('\n'), std::string::npos) << e.message();
+    return;
+  }
+  ADD_FAILURE() << "no error thrown";
+}
 
 // pack() and the node cache use MPI (on MPI_COMM_SELF here): start it once for this gtest_main binary.
 class MpiEnvironment : public ::testing::Environment {

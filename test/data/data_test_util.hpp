@@ -2,12 +2,17 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "data/pack.hpp"
 
 namespace hetrain::data::testing {
+
+// Runs f, expects a hetrain::Error whose message contains every needle, on one line (a GoogleTest failure
+// otherwise).
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles);
 
 // A fresh folder under /tmp, removed with everything in it at destruction.
 class TempDir {

@@ -18,17 +18,6 @@ using namespace hetrain::data;
 using namespace hetrain::data::testing;
 
 namespace {
-void expect_error(const std::function<void()>& f, std::vector<std::string> needles) {
-  try {
-    f();
-  } catch (const hetrain::Error& e) {
-    for (const auto& n : needles) EXPECT_NE(e.message().find(n), std::string::npos) << e.message() << " lacks " << n;
-    EXPECT_EQ(e.message().find('\n'), std::string::npos) << e.message();
-    return;
-  }
-  ADD_FAILURE() << "no error thrown";
-}
-
 PackOptions quiet_to(const std::string& out) {
   PackOptions o;
   o.output = out;

@@ -16,17 +16,6 @@ using namespace hetrain::data;
 using namespace hetrain::data::testing;
 
 namespace {
-void expect_error(const std::function<void()>& f, std::vector<std::string> needles) {
-  try {
-    f();
-  } catch (const hetrain::Error& e) {
-    for (const auto& n : needles) EXPECT_NE(e.message().find(n), std::string::npos) << e.message() << " lacks " << n;
-    EXPECT_EQ(e.message().find('\n'), std::string::npos) << e.message();
-    return;
-  }
-  ADD_FAILURE() << "no error thrown";
-}
-
 // 30 items of 28 x 28: black, with a bright (200..255) rectangle of item-dependent size; class i % 3.
 std::shared_ptr<const SampleSource> bright_items(const TempDir& dir) {
   const int n = 30;

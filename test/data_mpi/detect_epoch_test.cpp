@@ -18,23 +18,15 @@
 
 #include "data/pack.hpp"
 #include "data/rng.hpp"
+#include "collective_step.hpp"
 #include "hetrain/data.hpp"
 #include "hetrain/error.hpp"
 
 using namespace hetrain::data;
 
+using data_mpi_test::step;
+
 namespace {
-// As node_cache_test.cpp: runs `local`, then agrees over comm whether every rank is still free of failures.
-bool step(MPI_Comm comm, const std::function<void()>& local) {
-  try {
-    local();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "exception: " << e.what();
-  }
-  int failed = ::testing::Test::HasFailure() ? 1 : 0, any = 0;
-  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, comm);
-  return any == 0;
-}
 
 // Sample i: seeded pixels and i % 4 seeded boxes.
 class SeededBoxes : public SampleSource {

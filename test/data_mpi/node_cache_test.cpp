@@ -16,27 +16,13 @@
 
 #include "data/pack.hpp"
 #include "data/rng.hpp"
+#include "collective_step.hpp"
 #include "hetrain/data.hpp"
 #include "hetrain/error.hpp"
 
 using namespace hetrain::data;
 
-namespace {
-// Runs `local` on this rank (exceptions become failures), then — collectively over comm — returns true on
-// every rank when every rank is free of failures so far, false on every rank otherwise.
-bool step(MPI_Comm comm, const std::function<void()>& local) {
-  try {
-    local();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "exception: " << e.what();
-  } catch (...) {
-    ADD_FAILURE() << "unknown exception";
-  }
-  int failed = ::testing::Test::HasFailure() ? 1 : 0, any = 0;
-  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, comm);
-  return any == 0;
-}
-}  // namespace
+using data_mpi_test::step;
 
 TEST(NodeCache, SameBytesWithAndWithoutCache) {
   int rank = 0;
