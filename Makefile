@@ -89,6 +89,7 @@ HAVE_GTEST := $(call probe,gtest,gtest/gtest.h,,-lgtest -pthread)
 HAVE_ZLIB  := $(call probe,zlib,zlib.h,,-lz)
 HAVE_JPEG  := $(call probe,jpeg,turbojpeg.h,,-lturbojpeg)
 HAVE_PNG   := $(call probe,png,png.h,,-lpng)
+HAVE_YAML  := $(call probe,yaml-cpp,yaml-cpp/yaml.h,,-lyaml-cpp)
 HAVE_DNNL  := $(if $(filter 0,$(DNNL)),,$(call probe,dnnl,dnnl.hpp,$(DNNL_CFLAGS),$(DNNL_LIBS)))
 
 # CUDA
@@ -115,7 +116,7 @@ $(info   $(call mark,$(HAVE_MPI)) MPI          $(MPICXX))
 $(info   $(call mark,$(HAVE_HDF5)) HDF5         $(or $(HDF5_HOME),$(HDF5_PC)))
 $(info   $(call mark,$(HAVE_BLAS)) OpenBLAS     $(BLAS_KIND))
 $(info   $(call mark,$(HAVE_BOOST)) Boost.Program_options)
-$(info   $(call mark,$(HAVE_ZLIB)) zlib   $(call mark,$(HAVE_JPEG)) libturbojpeg   $(call mark,$(HAVE_PNG)) libpng)
+$(info   $(call mark,$(HAVE_ZLIB)) zlib   $(call mark,$(HAVE_JPEG)) libturbojpeg   $(call mark,$(HAVE_PNG)) libpng   $(call mark,$(HAVE_YAML)) yaml-cpp)
 $(info   $(call mark,$(HAVE_DNNL)) oneDNN       $(if $(HAVE_DNNL),CPU convolutions JIT-compiled for the CPU found at run time,$(if $(filter 0,$(DNNL)),not used: DNNL=0,not found (libdnnl-dev)); CPU convolutions use im2col + GEMM (slower)))
 $(info   $(call mark,$(HAVE_GTEST)) GoogleTest)
 $(info   $(call mark,$(HAVE_NVCC)) CUDA (nvcc)  $(if $(HAVE_NVCC),$(NVCC)$(if $(USE_CUDA),, — not used: CUDA=$(CUDA)),not found; CPU-only build))
@@ -123,7 +124,7 @@ endif
 endif
 
 REQUIRED_MISSING := $(strip $(if $(HAVE_MPI),,MPI) $(if $(HAVE_HDF5),,HDF5) $(if $(HAVE_BLAS),,OpenBLAS) \
-  $(if $(HAVE_BOOST),,Boost.Program_options) $(if $(HAVE_ZLIB),,zlib) $(if $(HAVE_JPEG),,libturbojpeg) $(if $(HAVE_PNG),,libpng))
+  $(if $(HAVE_BOOST),,Boost.Program_options) $(if $(HAVE_ZLIB),,zlib) $(if $(HAVE_JPEG),,libturbojpeg) $(if $(HAVE_PNG),,libpng) $(if $(HAVE_YAML),,yaml-cpp))
 
 # ---------------------------------------------------------------- flags
 BUILD := build
@@ -132,7 +133,7 @@ BIN := $(BUILD)/bin
 OPT := $(if $(filter 1,$(DEBUG)),-O0 -g,-O3 -march=x86-64-v2 -mtune=native)
 CXXFLAGS := -std=c++17 $(OPT) -g1 -Wall -Wextra -Wno-unused-parameter -fopenmp -pthread -MMD -MP -DOMPI_SKIP_MPICXX \
   -Iinclude -Isrc $(HDF5_CFLAGS) $(BLAS_CFLAGS) $(if $(HAVE_DNNL),$(DNNL_CFLAGS))
-LDLIBS := $(HDF5_LIBS) $(BLAS_LIBS) $(if $(HAVE_DNNL),$(DNNL_LIBS)) -lboost_program_options -lturbojpeg -lpng -lz -fopenmp -pthread
+LDLIBS := $(HDF5_LIBS) $(BLAS_LIBS) $(if $(HAVE_DNNL),$(DNNL_LIBS)) -lboost_program_options -lyaml-cpp -lturbojpeg -lpng -lz -fopenmp -pthread
 ifeq ($(CONFIG),cuda)
   CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
   CXXFLAGS += -DHETRAIN_WITH_CUDA -I$(CUDA_HOME)/include
@@ -144,18 +145,22 @@ CXX_PLAIN ?= g++
 
 # ---------------------------------------------------------------- sources
 # One archive per subsystem folder; link order runs from the top of the architecture to the bottom.
-SUBSYSTEMS := train dist detect data nn cpu cuda core
+SUBSYSTEMS := train dist detect data nn ops cpu cuda core
 # src/cuda holds the CUDA backend (*.cu, *.cpp) and, in src/cuda/stubs/, what a CPU-only build gets instead:
 # the same functions, failing loudly ("built without CUDA"), so public headers never change with the build.
 # src/cuda/common/ is plain C++ that both configurations build (rules about GPUs that need no GPU).
 # src/cpu/dnnl/ holds the oneDNN convolution; src/cpu/dnnl_absent/ what a build without oneDNN gets instead.
-srcs_of = $(if $(filter cpu,$(1)),$(wildcard src/cpu/*.cpp) $(wildcard src/cpu/$(if $(HAVE_DNNL),dnnl,dnnl_absent)/*.cpp),$(if $(filter cuda,$(1)),$(wildcard src/cuda/common/*.cpp) $(if $(USE_CUDA),$(wildcard src/cuda/*.cu src/cuda/*.cpp kernels/*.cu),$(wildcard src/cuda/stubs/*.cpp)),$(wildcard src/$(1)/*.cpp)))
+# src/ops/<op>/ holds one op each (ops/dispatch.hpp): <op>.cpp in every build, its CUDA twin <op>_cuda.cu only
+# with CUDA. The ops archive is linked whole: its files register their implementations while the program starts.
+srcs_of_ops = $(wildcard src/ops/*.cpp src/ops/*/*.cpp) $(if $(USE_CUDA),$(wildcard src/ops/*/*.cu))
+srcs_of = $(if $(filter ops,$(1)),$(srcs_of_ops),$(if $(filter cpu,$(1)),$(wildcard src/cpu/*.cpp) $(wildcard src/cpu/$(if $(HAVE_DNNL),dnnl,dnnl_absent)/*.cpp),$(if $(filter cuda,$(1)),$(wildcard src/cuda/common/*.cpp) $(if $(USE_CUDA),$(wildcard src/cuda/*.cu src/cuda/*.cpp kernels/*.cu),$(wildcard src/cuda/stubs/*.cpp)),$(wildcard src/$(1)/*.cpp))))
 objs_of = $(patsubst %,$(OBJ)/%.o,$(basename $(call srcs_of,$(1))))
 lib_of = $(OBJ)/lib/libht_$(1).a
 ALL_LIBS := $(foreach s,$(SUBSYSTEMS),$(call lib_of,$(s)))
 # core's tensors allocate device memory through cuda, which itself reports errors through core: a group
-# lets the linker resolve that cycle.
-link_group = -Wl,--start-group $(1) -Wl,--end-group
+# lets the linker resolve that cycle. The ops archive goes in whole (nothing calls its registrations).
+WHOLE_OPS_LIB = -Wl,--whole-archive $(call lib_of,ops) -Wl,--no-whole-archive
+link_group = -Wl,--start-group $(foreach l,$(1),$(if $(filter $(call lib_of,ops),$(l)),$(WHOLE_OPS_LIB),$(l))) -Wl,--end-group
 
 $(OBJ)/lib/libht_%.a: $$(call objs_of,$$*)
 	@mkdir -p $(dir $@)
@@ -228,7 +233,7 @@ $(BIN)/test_%: $$(call test_objs,$$*) $(ALL_LIBS) $(CONFIG_STAMP) $$(call mpi_ma
 
 # The GPU op tests link no MPI, HDF5 or Boost, so the binary runs on a bare GPU machine. Without a GPU (or
 # in a CPU-only build) every test reports itself skipped.
-GPU_TEST_LIBS := $(call lib_of,nn) $(call lib_of,cuda) $(call lib_of,cpu) $(call lib_of,core)
+GPU_TEST_LIBS := $(call lib_of,nn) $(call lib_of,ops) $(call lib_of,cuda) $(call lib_of,cpu) $(call lib_of,core)
 $(BIN)/test_gpu: $(GPU_TEST_OBJS) $(GPU_TEST_LIBS) $(CONFIG_STAMP)
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"

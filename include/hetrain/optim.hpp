@@ -20,7 +20,7 @@ struct SgdConfig {
 };
 
 // PyTorch's SGD: g ← grad + wd·p;  v ← μ·v + g;  step = nesterov ? g + μ·v : v;  p ← p − lr·step
-// On the device of the parameters: a loop here on the CPU, cuda::sgd_update (one fused kernel) on the GPU.
+// On the device of the parameters (ops::sgd_update: a loop on the CPU, one fused kernel on the GPU).
 class Sgd {
  public:
   Sgd(const nn::ParamBuffer& params, const SgdConfig& config);
@@ -29,11 +29,9 @@ class Sgd {
   const SgdConfig& config() const { return config_; }
 
  private:
-  void step_on_gpu(nn::ParamBuffer& params, float lr);
   SgdConfig config_;
-  Tensor velocity_;                // on the parameters' device (moved at the first step there)
-  std::vector<float> decay_mask_;  // per parameter element: weight decay factor (0 or wd)
-  Tensor decay_mask_device_;       // its copy on the GPU, for cuda::sgd_update
+  Tensor velocity_;    // on the parameters' device (moved at the first step there)
+  Tensor decay_mask_;  // per parameter element: weight decay factor (0 or wd); follows the parameters' device
 };
 
 struct ScheduleConfig {

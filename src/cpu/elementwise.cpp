@@ -1,33 +1,16 @@
 // cpu/elementwise.cpp — ReLU, residual add and gradient accumulation: memory-bound loops, OpenMP-split
 // only when large enough to pay for waking the threads. Each thread's range runs a vector clone
 // (cpu/vector_clones.hpp), so AVX-512 or AVX2 is used where the CPU has it.
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdint>
 
+#include "cpu/for_slices.hpp"
 #include "cpu/vector_clones.hpp"
 #include "hetrain/ops.hpp"
 
 namespace hetrain::cpu {
 
 namespace {
-constexpr int64_t kParallelMin = int64_t(1) << 16;
-
-// Calls kernel(begin, end) on contiguous slices of [0, n), one per thread when n is large enough.
-template <typename Kernel>
-void for_slices(int64_t n, Kernel kernel) {
-  if (n <= kParallelMin || omp_in_parallel() || omp_get_max_threads() == 1) {
-    kernel(int64_t(0), n);
-    return;
-  }
-#pragma omp parallel
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    kernel(n * t / nt, n * (t + 1) / nt);
-  }
-}
-
 template <typename T>
 HT_VECTOR_CLONES void relu_slice(T* out, const T* in, int64_t b, int64_t e) {
 #pragma omp simd

@@ -1,9 +1,8 @@
-// nn/batchnorm2d.cpp — batch-norm layer over cpu::batchnorm_* or cuda::batchnorm_* (cuDNN), same contract.
+// nn/batchnorm2d.cpp — batch-norm layer over ops::batchnorm_* (any device).
 #include "nn/batchnorm2d.hpp"
 
-#include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
-#include "hetrain/ops.hpp"
+#include "ops/batchnorm/batchnorm.hpp"
 
 namespace hetrain::nn {
 
@@ -18,28 +17,20 @@ BatchNorm2d::BatchNorm2d(ParamBuffer& pb, const std::string& name, int channels,
 Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
   HT_CHECK(x.ndim() == 4 && x.dim(1) == C_, name_, ": expected input [N, ", C_, ", H, W], got ",
            shape_str(x.shape()));
-  const int N = int(x.dim(0)), HW = int(x.dim(2) * x.dim(3));
   x_ = x;
   const Device dev = x.device();
   Tensor y = buffer(y_, x.shape(), dev);
-  const float *gamma = pb_->param(gamma_).data(), *beta = pb_->param(beta_).data();
-  float *running_mean = pb_->state(mean_).data(), *running_var = pb_->state(var_).data();
+  const Tensor gamma = pb_->param(gamma_), beta = pb_->param(beta_);
+  const Tensor running_mean = pb_->state(mean_), running_var = pb_->state(var_);
   if (training) {
-    HT_CHECK(int64_t(N) * HW > 1, name_, ": batch statistics need more than one value per channel, got input ",
-             shape_str(x.shape()));
+    HT_CHECK(x.dim(0) * x.dim(2) * x.dim(3) > 1, name_,
+             ": batch statistics need more than one value per channel, got input ", shape_str(x.shape()));
     ensure_shape(save_mean_, {C_}, dev);
     ensure_shape(save_invstd_, {C_}, dev);
-    if (dev == Device::CUDA)
-      cuda::batchnorm_forward_train(y.data(), save_mean_.data(), save_invstd_.data(), running_mean, running_var,
-                                    x.data(), gamma, beta, N, C_, HW, momentum_, eps_, nullptr);
-    else
-      cpu::batchnorm_forward_train(y.data(), save_mean_.data(), save_invstd_.data(), running_mean, running_var,
-                                   x.data(), gamma, beta, N, C_, HW, momentum_, eps_);
-  } else if (dev == Device::CUDA) {
-    cuda::batchnorm_forward_eval(y.data(), x.data(), gamma, beta, running_mean, running_var, N, C_, HW, eps_,
-                                 nullptr);
+    ops::batchnorm_forward_train(y, save_mean_, save_invstd_, running_mean, running_var, x, gamma, beta, momentum_,
+                                 eps_);
   } else {
-    cpu::batchnorm_forward_eval(y.data(), x.data(), gamma, beta, running_mean, running_var, N, C_, HW, eps_);
+    ops::batchnorm_forward_eval(y, x, gamma, beta, running_mean, running_var, eps_);
   }
   trained_forward_ = training;
   return y;
@@ -50,16 +41,10 @@ Tensor BatchNorm2d::backward(const Tensor& dy) {
   HT_CHECK(x_.defined(), name_, ": backward without a forward (each forward allows one backward)");
   HT_CHECK(dy.shape() == x_.shape(), name_, ": gradient ", shape_str(dy.shape()), " does not match output ",
            shape_str(x_.shape()));
-  const int N = int(x_.dim(0)), HW = int(x_.dim(2) * x_.dim(3));
-  // The op always computes din (it is what couples the batch); dropped when not needed.
+  // The op always computes dx (it is what couples the batch); dropped when not needed.
   Tensor dx = buffer(dx_, x_.shape(), x_.device());
-  if (x_.device() == Device::CUDA)
-    cuda::batchnorm_backward(dx.data(), pb_->grad(gamma_).data(), pb_->grad(beta_).data(), dy.data(), x_.data(),
-                             pb_->param(gamma_).data(), save_mean_.data(), save_invstd_.data(), N, C_, HW, eps_,
-                             nullptr);
-  else
-    cpu::batchnorm_backward(dx.data(), pb_->grad(gamma_).data(), pb_->grad(beta_).data(), dy.data(), x_.data(),
-                            pb_->param(gamma_).data(), save_mean_.data(), save_invstd_.data(), N, C_, HW);
+  ops::batchnorm_backward(dx, pb_->grad(gamma_), pb_->grad(beta_), dy, x_, pb_->param(gamma_), save_mean_,
+                          save_invstd_, eps_);
   x_ = Tensor();
   return need_dx_ ? dx : Tensor();
 }

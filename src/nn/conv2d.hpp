@@ -1,11 +1,10 @@
 // nn/conv2d.hpp — 2-D convolution layer: weight [K, C, R, R], optional bias [K].
 #pragma once
 
-#include <memory>
 #include <string>
 
-#include "hetrain/cuda.hpp"
 #include "nn/layer.hpp"
+#include "ops/conv2d/conv2d.hpp"
 
 namespace hetrain::nn {
 
@@ -19,18 +18,15 @@ class Conv2d : public Layer {
   static int out_size(int in, int kernel, int stride, int pad) { return (in + 2 * pad - kernel) / stride + 1; }
 
  private:
+  ops::Conv2dOptions options() const;
   ParamBuffer* pb_;
   std::string name_;
-  int C_, K_, kernel_, stride_, pad_;
+  int C_, K_, kernel_;
   int w_ = -1, b_ = -1;
   Workspace* ws_;
-  Tensor x_, y_, dx_;  // x_: kept for backward; y_, dx_: own buffers when there is no pool
+  ops::Conv2dOp conv_;  // keeps the device's plan for the current input shape (cuDNN on the GPU)
+  Tensor x_, y_, dx_;   // x_: kept for backward; y_, dx_: own buffers when there is no pool
   Shape y_shape_;
-  // On the GPU: cuDNN descriptors and workspace for the current input shape, rebuilt when it changes (the
-  // balancer changes N at refits; the algorithm choice itself is cached per shape for the process).
-  cuda::CudnnConv2d& cudnn_for(const cpu::Conv2dGeom& g);
-  std::unique_ptr<cuda::CudnnConv2d> cudnn_;
-  cpu::Conv2dGeom cudnn_geom_;
 };
 
 }  // namespace hetrain::nn

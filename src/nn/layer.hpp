@@ -12,23 +12,21 @@
 
 #include "hetrain/nn.hpp"
 #include "hetrain/tensor.hpp"
+#include "ops/conv2d/conv2d.hpp"
 
 namespace hetrain::nn {
 
-// Memory shared by all layers of one model: the conv scratch (im2col columns; grows to the largest
-// request) and a pool of activation/gradient buffers. A pooled tensor is busy while anyone besides the
-// pool holds a handle to it (Tensor::storage_shared), so a layer's output lives exactly as long as some
+// Memory shared by all layers of one model: the CPU convolutions' scratch (grows to the largest request)
+// and a pool of activation/gradient buffers. A pooled tensor is busy while anyone besides the pool holds a
+// handle to it (Tensor::storage_shared), so a layer's output lives exactly as long as some
 // layer keeps it for backward, and gradients reuse the memory of activations that backward has released
 // — instead of every layer owning an output and a gradient buffer for good. Buffers live on the device of
 // the request (a model on the GPU pools device memory). Not thread-safe: one model is driven by one thread.
 // It also carries the model-wide GPU setting (TF32), so layers need no second shared object.
 class Workspace {
  public:
-  // Host scratch for the CPU convolution.
-  float* get(int64_t floats) {
-    if (static_cast<int64_t>(buf_.size()) < floats) buf_.resize(static_cast<size_t>(floats));
-    return buf_.data();
-  }
+  // Host scratch for the CPU convolutions.
+  ops::HostScratch& scratch() { return scratch_; }
   // A tensor of `shape` (contents unspecified: ops overwrite their outputs) that nobody else holds: the
   // smallest free pooled buffer that fits, else a new one.
   Tensor acquire(const Shape& shape, Device device = Device::CPU);
@@ -37,7 +35,7 @@ class Workspace {
   bool allow_tf32 = false;        // GPU convolutions and dense layers may use TF32 tensor cores
 
  private:
-  std::vector<float> buf_;
+  ops::HostScratch scratch_;
   std::vector<Tensor> pool_;  // 1-D owning tensors
 };
 

@@ -1,9 +1,7 @@
-// nn/linear.cpp — fully connected layer over cpu::linear_{forward,backward} or cuda::linear_* (cuBLAS).
+// nn/linear.cpp — fully connected layer over ops::linear_* (any device).
 #include "nn/linear.hpp"
 
-#include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
-#include "hetrain/ops.hpp"
 
 namespace hetrain::nn {
 
@@ -18,11 +16,7 @@ Tensor Linear::forward(const Tensor& x, bool) {
   x_ = x;
   y_shape_ = {x.dim(0), O_};
   Tensor y = buffer(y_, y_shape_, x.device());
-  const float *w = pb_->param(w_).data(), *b = pb_->param(b_).data();
-  if (x.device() == Device::CUDA)
-    cuda::linear_forward(y.data(), x.data(), w, b, int(x.dim(0)), I_, O_, nullptr, allow_tf32());
-  else
-    cpu::linear_forward(y.data(), x.data(), w, b, int(x.dim(0)), I_, O_);
+  ops::linear_forward(y, x, pb_->param(w_), pb_->param(b_), options());
   return y;
 }
 
@@ -32,14 +26,15 @@ Tensor Linear::backward(const Tensor& dy) {
            shape_str(y_shape_));
   Tensor dx;
   if (need_dx_) dx = buffer(dx_, x_.shape(), x_.device());
-  float *dw = pb_->grad(w_).data(), *db = pb_->grad(b_).data();
-  if (x_.device() == Device::CUDA)
-    cuda::linear_backward(dx.data(), dw, db, dy.data(), x_.data(), pb_->param(w_).data(), int(x_.dim(0)), I_, O_, nullptr,
-                          allow_tf32());
-  else
-    cpu::linear_backward(dx.data(), dw, db, dy.data(), x_.data(), pb_->param(w_).data(), int(x_.dim(0)), I_, O_);
+  ops::linear_backward(dx, pb_->grad(w_), pb_->grad(b_), dy, x_, pb_->param(w_), options());
   x_ = Tensor();
   return dx;
+}
+
+ops::LinearOptions Linear::options() const {
+  ops::LinearOptions o;
+  o.allow_tf32 = allow_tf32();
+  return o;
 }
 
 }  // namespace hetrain::nn

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "nn/layer.hpp"
+#include "ops/linear/linear.hpp"
 
 namespace hetrain::nn {
 
@@ -15,6 +16,7 @@ class Linear : public Layer {
   Tensor backward(const Tensor& dy) override;                // dy [N, O] → dx [N, I]
 
  private:
+  ops::LinearOptions options() const;
   ParamBuffer* pb_;
   std::string name_;
   int I_, O_;

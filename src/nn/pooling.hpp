@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "nn/layer.hpp"
+#include "ops/pool/pool.hpp"
 
 namespace hetrain::nn {
 
@@ -16,10 +17,10 @@ class MaxPool2d : public Layer {
   static int out_size(int in, int kernel, int stride, int pad) { return (in + 2 * pad - kernel) / stride + 1; }
 
  private:
+  ops::PoolWindow window() const { return {kernel_, stride_, pad_}; }
   int kernel_, stride_, pad_;
   Shape in_shape_;
-  std::vector<int32_t> argmax_;  // CPU: where each maximum came from
-  Tensor x_, out_;               // GPU: cuDNN's backward re-finds the maxima from the forward's input and output
+  ops::MaxPoolSaved saved_;  // what backward needs (device-specific)
   Shape y_shape_;
   Tensor y_, dx_;  // own buffers when there is no pool
 };
@@ -32,10 +33,11 @@ class AvgPool2d : public Layer {
   Tensor backward(const Tensor& dy) override;
 
  private:
+  ops::PoolWindow window() const { return {kernel_, stride_, pad_}; }
   int kernel_, stride_, pad_;
   Shape in_shape_;
   Shape y_shape_;
-  Tensor x_;       // GPU: cuDNN's backward takes the forward's input (its values do not matter)
+  Tensor x_;       // kept for backward (cuDNN's takes the forward's input)
   Tensor y_, dx_;  // own buffers when there is no pool
 };
 

@@ -1,18 +1,14 @@
-// nn/relu.cpp — ReLU over cpu::relu_* or cuda::relu_* (cuDNN).
+// nn/relu.cpp — ReLU over ops::relu_* (any device).
 #include "nn/relu.hpp"
 
-#include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
-#include "hetrain/ops.hpp"
+#include "ops/relu/relu.hpp"
 
 namespace hetrain::nn {
 
 Tensor ReLU::forward(const Tensor& x, bool) {
   y_ = buffer(y_, x.shape(), x.device());
-  if (x.device() == Device::CUDA)
-    cuda::relu_forward(y_.data(), x.data(), x.numel(), nullptr);
-  else
-    cpu::relu_forward(y_.data(), x.data(), x.numel());
+  ops::relu_forward(y_, x);
   return y_;
 }
 
@@ -23,10 +19,7 @@ Tensor ReLU::backward(const Tensor& dy) {
   Tensor dx;
   if (need_dx_) {
     dx = buffer(dx_, dy.shape(), dy.device());
-    if (dy.device() == Device::CUDA)
-      cuda::relu_backward(dx.data(), dy.data(), y_.data(), dy.numel(), nullptr);
-    else
-      cpu::relu_backward(dx.data(), dy.data(), y_.data(), dy.numel());
+    ops::relu_backward(dx, dy, y_);
   }
   if (pool_) y_ = Tensor();  // pooled: free for reuse; own buffer: kept for the next forward
   return dx;

@@ -2,12 +2,12 @@
 // gradient through both paths and sums them.
 #include "nn/residual.hpp"
 
-#include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
-#include "hetrain/ops.hpp"
 #include "nn/batchnorm2d.hpp"
 #include "nn/conv2d.hpp"
 #include "nn/relu.hpp"
+#include "ops/add/add.hpp"
+#include "ops/relu/relu.hpp"
 
 namespace hetrain::nn {
 
@@ -30,21 +30,7 @@ Tensor ResidualBlock::forward(const Tensor& x, bool training) {
   HT_CHECK(m.shape() == s.shape(), "residual block: main path ", shape_str(m.shape()), " and shortcut ",
            shape_str(s.shape()), " differ");
   y_ = buffer(y_, m.shape(), m.device());
-  if (m.device() == Device::CUDA) {  // two kernels, the second in place
-    cuda::add_forward(y_.data(), m.data(), s.data(), m.numel(), nullptr);
-    cuda::relu_forward(y_.data(), y_.data(), m.numel(), nullptr);
-    return y_;
-  }
-  // relu(m + s) in one pass (no aliasing of the ops' in/out arguments).
-  float* y = y_.data();
-  const float* a = m.data();
-  const float* b = s.data();
-  const int64_t n = m.numel();
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = a[i] + b[i];
-    y[i] = v > 0.0f ? v : 0.0f;
-  }
+  ops::add_relu(y_, m, s);
   return y_;
 }
 
@@ -53,21 +39,14 @@ Tensor ResidualBlock::backward(const Tensor& dy) {
   HT_CHECK(dy.shape() == y_.shape(), "residual block: gradient ", shape_str(dy.shape()), " does not match output ",
            shape_str(y_.shape()));
   // d(sum) = dy·[y > 0], shared by both paths.
-  const bool gpu = dy.device() == Device::CUDA;
   Tensor dsum = buffer(dmain_, dy.shape(), dy.device());
-  if (gpu)
-    cuda::relu_backward(dsum.data(), dy.data(), y_.data(), dy.numel(), nullptr);
-  else
-    cpu::relu_backward(dsum.data(), dy.data(), y_.data(), dy.numel());
+  ops::relu_backward(dsum, dy, y_);
   if (pool_) y_ = Tensor();  // pooled: free for reuse by the gradients below
   Tensor dx_main = main_.backward(dsum);
   Tensor dx_short = shortcut_.empty() ? dsum : shortcut_.backward(dsum);
   if (!need_dx_) return Tensor();
   Tensor dx = buffer(dx_, dx_main.shape(), dy.device());
-  if (gpu)
-    cuda::add_forward(dx.data(), dx_main.data(), dx_short.data(), dx.numel(), nullptr);
-  else
-    cpu::add_forward(dx.data(), dx_main.data(), dx_short.data(), dx.numel());
+  ops::add(dx, dx_main, dx_short);
   return dx;
 }
 

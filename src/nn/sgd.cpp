@@ -1,7 +1,8 @@
-// nn/sgd.cpp — PyTorch's SGD (momentum, Nesterov, coupled weight decay) on the flat buffers.
-#include "hetrain/cuda.hpp"
+// nn/sgd.cpp — PyTorch's SGD (momentum, Nesterov, coupled weight decay) on the flat buffers, over
+// ops::sgd_update (any device).
 #include "hetrain/error.hpp"
 #include "hetrain/optim.hpp"
+#include "ops/sgd/sgd.hpp"
 
 namespace hetrain::optim {
 
@@ -11,13 +12,14 @@ Sgd::Sgd(const nn::ParamBuffer& params, const SgdConfig& config) : config_(confi
   HT_CHECK(config.weight_decay >= 0.0f, "sgd: weight decay must be >= 0, got ", config.weight_decay);
   HT_CHECK(!config.nesterov || config.momentum > 0.0f, "sgd: nesterov needs momentum > 0");
   velocity_ = Tensor({params.count()});
-  decay_mask_.assign(static_cast<size_t>(params.count()), config.weight_decay);
+  decay_mask_ = Tensor({params.count()});
+  decay_mask_.fill(config.weight_decay);
   if (!config.decay_bn_and_bias) {
     for (const nn::ParamSpec& s : params.specs()) {
       const bool exempt =
           s.kind == nn::ParamKind::Bias || s.kind == nn::ParamKind::BnWeight || s.kind == nn::ParamKind::BnBias;
       if (exempt)
-        for (int64_t j = 0; j < s.numel(); ++j) decay_mask_[static_cast<size_t>(s.offset + j)] = 0.0f;
+        for (int64_t j = 0; j < s.numel(); ++j) decay_mask_[s.offset + j] = 0.0f;
     }
   }
 }
@@ -25,48 +27,14 @@ Sgd::Sgd(const nn::ParamBuffer& params, const SgdConfig& config) : config_(confi
 void Sgd::step(nn::ParamBuffer& params, float lr) {
   HT_CHECK(params.count() == velocity_.numel(), "sgd: parameter buffer has ", params.count(),
            " values, the optimizer was built for ", velocity_.numel());
-  if (params.device() == Device::CUDA) return step_on_gpu(params, lr);
-  float* p = params.values().data();
-  const float* g = params.grads().data();
-  float* v = velocity_.data();
-  const float* wd = decay_mask_.data();
-  const float mu = config_.momentum;
-  const int64_t n = params.count();
-  // PyTorch initialises the buffer with the first gradient; with dampening 0 that equals μ·0 + g, so a
-  // zero-initialised buffer gives the same numbers.
-  if (mu == 0.0f) {
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + wd[i] * p[i]);
-  } else if (config_.nesterov) {
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) {
-      const float d = g[i] + wd[i] * p[i];
-      v[i] = mu * v[i] + d;
-      p[i] -= lr * (d + mu * v[i]);
-    }
-  } else {
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) {
-      v[i] = mu * v[i] + (g[i] + wd[i] * p[i]);
-      p[i] -= lr * v[i];
-    }
-  }
-}
-
-void Sgd::step_on_gpu(nn::ParamBuffer& params, float lr) {
-  if (velocity_.device() != Device::CUDA) velocity_ = velocity_.to(Device::CUDA);
-  if (!decay_mask_device_.defined()) {
-    Tensor host = Tensor::view_of(decay_mask_.data(), {int64_t(decay_mask_.size())});
-    decay_mask_device_ = host.to(Device::CUDA);
-  }
-  cuda::SgdStep s;
-  s.lr = lr;
-  s.momentum = config_.momentum;
-  s.nesterov = config_.nesterov;
-  s.weight_decay = 1.0f;  // the mask holds each element's factor (wd or 0)
-  s.grad_scale = 1.0f;    // the reduction already weighted the gradients
-  cuda::sgd_update(params.values().data(), velocity_.data(), params.grads().data(), decay_mask_device_.data(),
-                   params.count(), s, nullptr);
+  const Device device = params.device();
+  if (velocity_.device() != device) velocity_ = velocity_.to(device);  // moved at the first step there
+  if (decay_mask_.device() != device) decay_mask_ = decay_mask_.to(device);
+  ops::SgdHyper h;
+  h.lr = lr;
+  h.momentum = config_.momentum;
+  h.nesterov = config_.nesterov;
+  ops::sgd_update(params.values(), velocity_, params.grads(), decay_mask_, h);
 }
 
 }  // namespace hetrain::optim

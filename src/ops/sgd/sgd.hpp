@@ -1,0 +1,24 @@
+// ops/sgd — PyTorch's SGD update on the flat parameter buffer, on any device:
+//   g ← grad + decay[i]·p;  v ← μ·v + g;  step = nesterov ? g + μ·v : v;  p ← p − lr·step
+// decay holds each element's weight-decay factor (wd, or 0 for exempt parameters). CPU: plain loops here
+// (no vector clones and no FMA: every rank, CPU or GPU, must round the update alike — docs/cpu-performance.md);
+// CUDA: one fused kernel (kernels/sgd_update.cu).
+#pragma once
+
+#include "ops/dispatch.hpp"
+
+namespace hetrain::ops {
+
+struct SgdHyper {
+  float lr = 0.1f;
+  float momentum = 0.9f;
+  bool nesterov = false;
+};
+// params, velocity, grads and decay are 1-D of the same length on one device.
+void sgd_update(const Tensor& params, const Tensor& velocity, const Tensor& grads, const Tensor& decay,
+                const SgdHyper& h);
+
+using SgdUpdateFn = void(float* p, float* v, const float* g, const float* decay, int64_t n, const SgdHyper& h);
+extern Dispatch<SgdUpdateFn> sgd_update_impl;
+
+}  // namespace hetrain::ops
