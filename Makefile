@@ -237,7 +237,7 @@ GPU_TEST_LIBS := $(call lib_of,nn) $(call lib_of,ops) $(call lib_of,cuda) $(call
 $(BIN)/test_gpu: $(GPU_TEST_OBJS) $(GPU_TEST_LIBS) $(CONFIG_STAMP)
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
-	@$(CXX_PLAIN) -o $@ $(GPU_TEST_OBJS) $(call link_group,$(GPU_TEST_LIBS)) -lgtest -lgtest_main $(BLAS_LIBS) $(if $(HAVE_DNNL),$(DNNL_LIBS)) -fopenmp -pthread $(CUDA_LIBS)
+	@$(CXX_PLAIN) -o $@ $(GPU_TEST_OBJS) $(call link_group,$(GPU_TEST_LIBS)) -lgtest -lgtest_main $(BLAS_LIBS) $(if $(HAVE_DNNL),$(DNNL_LIBS)) -lyaml-cpp -fopenmp -pthread $(CUDA_LIBS)
 
 # ---------------------------------------------------------------- benchmarks (bench/*.cpp → build/bin/bench_*)
 BENCH_BINS := $(patsubst bench/%_bench.cpp,$(BIN)/bench_%,$(wildcard bench/*_bench.cpp))

@@ -1,21 +1,14 @@
 // ops/silu/silu_cuda.cu — the CUDA twins of ops/silu/silu.cpp (grid-stride loops, legacy default stream).
 #include "cuda/check.cuh"
+#include "ops/grid_stride.cuh"
 #include "ops/silu/silu.hpp"
 
 namespace hetrain::ops {
 namespace {
-constexpr int kBlock = 256;
-constexpr int64_t kMaxGrid = 8192;
-
-int grid_for(int64_t n) {
-  const int64_t g = (n + kBlock - 1) / kBlock;
-  return int(g < kMaxGrid ? g : kMaxGrid);
-}
+using cuda_grid::grid_for;
+using cuda_grid::kBlock;
 
 __device__ inline float logistic(float x) { return 1.f / (1.f + expf(-x)); }
-
-#define HT_GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
 
 __global__ void silu_kernel(float* y, const float* x, int64_t n) {
   HT_GRID_STRIDE(i, n) y[i] = x[i] * logistic(x[i]);

@@ -1,0 +1,19 @@
+// ops/grid_stride.cuh — the launch shape the element-wise CUDA twins of src/ops/ share: 256-thread blocks,
+// a grid capped at 8192 blocks, and grid-stride loops that cover whatever the grid does not.
+#pragma once
+
+#include <cstdint>
+
+namespace hetrain::ops::cuda_grid {
+constexpr int kBlock = 256;
+constexpr int64_t kMaxGrid = 8192;
+
+inline int grid_for(int64_t n) {
+  const int64_t g = (n + kBlock - 1) / kBlock;
+  return int(g < kMaxGrid ? g : kMaxGrid);
+}
+}  // namespace hetrain::ops::cuda_grid
+
+// for (i over [0, n)) in a grid-stride loop: each thread takes every (grid size)-th element from its own.
+#define HT_GRID_STRIDE(i, n) \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
