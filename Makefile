@@ -7,7 +7,7 @@
 #   make bench      benchmarks that print comparisons (never fail on time)
 #   make gpu-check  GPU op tests + GPU benchmark lines, results in build/gpu-check (OUT=dir to change)
 #   make gpu-bundle test_gpu + bench_train_step + the shared libraries they need, for a bare GPU machine (DEST=dir)
-#   make install    copy the built binaries, job scripts, Python tools, docs and an Lmod module file to PREFIX
+#   make install    copy the built binaries, job scripts, Python tools, model files, docs and an Lmod module file to PREFIX
 #                   (run make first; docs/install.md says what goes where)
 #
 # Switches (plain variables):
@@ -297,7 +297,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 HT_VERSION := $(strip $(shell head -n 1 VERSION 2>/dev/null))
 INSTALL_ROOT = $(DESTDIR)$(PREFIX)
-INSTALL_DIRS := bin share/hetrain/jobs share/hetrain/tools share/doc/hetrain/docs share/modulefiles/hetrain
+INSTALL_DIRS := bin share/hetrain/jobs share/hetrain/tools share/hetrain/models share/doc/hetrain/docs share/modulefiles/hetrain
 MODULE_FILE = share/modulefiles/hetrain/$(HT_VERSION).lua
 
 install:
@@ -320,6 +320,8 @@ install:
 	@echo "  INSTALL $(INSTALL_ROOT)/share/hetrain/tools: $(notdir $(wildcard data_tools/*.py))"
 	@for f in $(wildcard data_tools/*.py); do \
 	  if [ -x $$f ]; then m=755; else m=644; fi; install -m $$m $$f '$(INSTALL_ROOT)/share/hetrain/tools/' || exit 1; done
+	@echo "  INSTALL $(INSTALL_ROOT)/share/hetrain/models: $(notdir $(wildcard models/*.yaml))"
+	@install -m 644 $(wildcard models/*.yaml) '$(INSTALL_ROOT)/share/hetrain/models/'
 	@echo "  INSTALL $(INSTALL_ROOT)/share/doc/hetrain: README.md, docs/$(notdir $(wildcard docs/*.md))"
 	@install -m 644 README.md '$(INSTALL_ROOT)/share/doc/hetrain/'
 	@install -m 644 $(wildcard docs/*.md) '$(INSTALL_ROOT)/share/doc/hetrain/docs/'

@@ -3,14 +3,14 @@
 # one run; nothing here fails on time (exit 0 unless something crashes). Read ratios, not absolute numbers:
 # the machine may be shared. See bench/README.md.
 #
-#   bench/run.sh [train] [reader] [hetero] [checkpoint] [modes] [overlap] [stragglers]     default: all seven
+#   bench/run.sh [train] [reader] [hetero] [checkpoint] [modes] [overlap] [stragglers] [detect]     default: all eight
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
 BIN=build/bin
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 CORES=$(getconf _NPROCESSORS_ONLN)
-SECTIONS=${*:-train reader hetero checkpoint modes overlap stragglers}
+SECTIONS=${*:-train reader hetero checkpoint modes overlap stragglers detect}
 TMP=$(mktemp -d /tmp/hetrain-bench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -145,6 +145,53 @@ checkpoint() {
     "$(printf '%.3f' "$(calc "100*${last_write:-0}/1800")")% of run time (target < 1%)."
 }
 
+# ------------------------------------------------------------------------------------------------ 8
+# YOLOv5 detectors from the model files (models/*.yaml; DETECT_MODELS_DIR=dir reads them elsewhere), hetrain
+# against the same file built in torch.nn by bench/yolov5_torch.py. Neither side computes YOLOv5's loss: the
+# gradient of the head's rows is one fixed random tensor on both sides (see the notes printed below).
+detect_step() {
+  echo
+  echo "== 8. detector training-step throughput (YOLOv5 at 320x320: forward + backward of a fixed gradient of the head's rows"
+  echo "      + SGD momentum, random images, nc 10, one process)"
+  if [ ! -x "$BIN/bench_train_step" ]; then echo "   skipped: $BIN/bench_train_step is not built"; return; fi
+  local dir=${DETECT_MODELS_DIR:-models} torch=1
+  have_torch && "$PY" -c 'import yaml' 2>/dev/null ||
+    { torch=0; echo "   PyTorch: skipped ($PY cannot import torch and yaml)"; }
+  printf "%-9s %-10s %5s %7s  %12s %12s %7s  %10s %10s  %s\n" model input batch threads "hetrain s/s" "PyTorch s/s" ratio \
+    "hetrain MB" "PyTorch MB" params
+  # model batch warmup steps max-seconds
+  local configs=("yolov5s 8 1 4 15" "yolov5n 8 1 6 10")
+  for cfg in "${configs[@]}"; do
+    read -r model batch warmup steps cap <<<"$cfg"
+    local file="$dir/$model.yaml"
+    if [ ! -f "$file" ]; then echo "   $model: skipped ($file does not exist)"; continue; fi
+    for t in 1 2; do
+      local args=(--model "$file" --channels 3 --size 320 --classes 10 --batch "$batch" --threads "$t" --warmup "$warmup"
+                  --steps "$steps" --max-seconds "$cap")
+      local h p="" hr pr="-" pm="-" ratio="-" hp pp="" params
+      h=$("$BIN/bench_train_step" "${args[@]}" 2>&1 | grep impl=) || { echo "   $model/$t threads: hetrain failed"; continue; }
+      hr=$(field samples_per_s "$h"); hp=$(field params "$h"); params=$hp
+      if [ $torch = 1 ]; then
+        p=$("$PY" bench/yolov5_torch.py "${args[@]}" 2>&1 | grep impl=)
+        pr=$(field samples_per_s "$p"); pm=$(field peak_mb "$p"); pp=$(field params "$p")
+        [ -n "$pr" ] && ratio=$(printf '%.2f' "$(calc "$hr/$pr")") || pr="failed"
+        [ -n "$pp" ] && [ "$pp" != "$hp" ] && params="$hp (PyTorch $pp: NOT the same model)"
+      fi
+      printf "%-9s %-10s %5s %7s  %12.2f %12s %6sx  %10.0f %10s  %s\n" "$model" "3x320x320" "$batch" "$t" "$hr" "$pr" \
+        "$ratio" "$(field peak_mb "$h")" "$pm" "$params"
+    done
+  done
+  echo "   s/s = images per second over the timed steps after untimed warm-up (a step that crosses the time cap ends"
+  echo "   the timing early); ratio = hetrain / PyTorch (> 1: hetrain faster; target >= 1, as for the classifiers);"
+  echo "   same thread count on both sides (hetrain::set_num_threads, torch.set_num_threads); MB = peak resident memory."
+  echo "   Both sides read the same YAML file; PyTorch's network is bench/yolov5_torch.py's plain torch.nn YOLOv5 v6.0"
+  echo "   (same layers and parameter count: the params column). The step has no YOLOv5 loss on either side: the"
+  echo "   gradient of the head's rows [N, 6300, 15] is one fixed random tensor (objective sum(rows * G)), so the"
+  echo "   comparison covers forward, backward and SGD of the network, not target assignment or the CIoU loss."
+  echo "   PyTorch 1.13 itself sends stride-1 1x1 convolutions (most of C3's) to its im2col + BLAS path instead of oneDNN"
+  echo "   when it has 1 thread and the batch is below 16 (its ConvParams::use_mkldnn rule); at 2 threads all run on oneDNN."
+}
+
 # ------------------------------------------------------------------------------------------------
 for s in $SECTIONS; do
   case $s in
@@ -155,7 +202,8 @@ for s in $SECTIONS; do
     modes) echo; bench/modes.sh ;;
     overlap) echo; bench/overlap.sh ;;
     stragglers) echo; bench/stragglers.sh ;;
-    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint, modes, overlap, stragglers)" >&2; exit 2 ;;
+    detect) detect_step ;;
+    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint, modes, overlap, stragglers, detect)" >&2; exit 2 ;;
   esac
 done
 exit 0

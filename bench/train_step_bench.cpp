@@ -7,6 +7,14 @@
 //
 //   bench_train_step --model resnet20 --size 32 --batch 128 --threads 1 --warmup 2 --steps 5 [--max-seconds S]
 //                    [--device cpu|cuda] [--tf32 0|1] [--cpu-conv auto|im2col]
+//   bench_train_step --model models/yolov5s.yaml --size 320 --batch 8 --classes 10 ...   (a detector)
+// A detector (a model file whose Detect head makes model->detect_head() non-null) has no logits: its step
+// uses a fixed objective instead of a loss, exactly as bench/yolov5_torch.py does on the PyTorch side —
+// the gradient of the head's rows [N, A, 5 + nc] is one fixed random tensor G (N(0, 1) / N, drawn once), so
+// one step = zero gradients, forward, backward(G), SGD; the loss printed is sum(rows · G). The line then
+// says model=<the file's stem> and ends with rows=AxNO objective=fixed-grad. `--show 1` prints the file's
+// layer table (as `hetrain models --show`) for the given size and classes and exits, to set beside
+// bench/yolov5_torch.py --show.
 // Prints one line of key=value pairs that bench/run.sh (CPU) and scripts/gpu-check.sh (CUDA) collect.
 // --device cuda: the model on GPU 0 (cuDNN/cuBLAS/our kernels on the legacy default stream), the batch
 // uploaded once, the loss through cuda::softmax_xent_*; the clock is read after cuda::device_synchronize()
@@ -42,6 +50,7 @@ struct Options {
   std::string device = "cpu";  // cpu | cuda
   int tf32 = 0;                // cuda: let cuDNN/cuBLAS use TF32 tensor cores
   std::string cpu_conv = "auto";  // cpu: auto (oneDNN when built with it) or im2col (the twin, for comparison)
+  int show = 0;                   // 1: print a model file's layer table and exit
 };
 
 constexpr int kExitSkip = 3;  // --device cuda without a usable GPU (scripts report a skip, not a failure)
@@ -73,6 +82,7 @@ Options parse(int argc, char** argv) {
     else if (key == "--device") o.device = v;
     else if (key == "--tf32") o.tf32 = std::atoi(v);
     else if (key == "--cpu-conv") o.cpu_conv = v;
+    else if (key == "--show") o.show = std::atoi(v);
     else HT_THROW("bench_train_step: unknown option ", key);
   }
   HT_CHECK(o.batch >= 1 && o.threads >= 1 && o.steps >= 1 && o.warmup >= 0, "bench_train_step: bad sizes");
@@ -84,13 +94,17 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-std::unique_ptr<hetrain::nn::Model> make_model(const Options& o) {
+hetrain::nn::ModelConfig model_config(const Options& o) {
   hetrain::nn::ModelConfig mc;
   mc.name = o.model;
   mc.in_channels = o.channels;
   mc.height = mc.width = o.size;
   mc.num_classes = o.classes;
-  auto model = hetrain::nn::Model::create(mc);
+  return mc;
+}
+
+std::unique_ptr<hetrain::nn::Model> make_model(const Options& o) {
+  auto model = hetrain::nn::Model::create(model_config(o));
   model->init(1);
   return model;
 }
@@ -128,6 +142,50 @@ std::pair<int, double> time_steps(const Options& o, Step step, Sync sync) {
   return {done, elapsed()};
 }
 
+// ---------------------------------------------------------------- detectors: the fixed-gradient objective
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The name printed as model=: a model file's stem (models/yolov5s.yaml → yolov5s), a zoo name as given.
+std::string model_label(const std::string& name) {
+  if (!ends_with(name, ".yaml")) return name;
+  const size_t slash = name.find_last_of('/');
+  std::string stem = slash == std::string::npos ? name : name.substr(slash + 1);
+  return stem.substr(0, stem.find_last_of('.'));
+}
+
+// The rows' shape [N, A, 5 + nc] of a detector's output, from its head layout.
+hetrain::Shape detect_rows_shape(const hetrain::nn::DetectHeadLayout& h, int batch) {
+  int64_t rows = 0;
+  for (const int s : h.strides) rows += int64_t(h.anchors_per_level) * (h.image_h / s) * (h.image_w / s);
+  return {batch, rows, h.num_classes + 5};
+}
+
+// The fixed gradient of the rows: N(0, 1) / batch, fixed seed, drawn once (bench/yolov5_torch.py's `g`).
+hetrain::Tensor fixed_row_gradient(const hetrain::Shape& shape) {
+  hetrain::Tensor g(shape);
+  std::mt19937 gen(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const float scale = 1.0f / float(shape[0]);
+  for (int64_t i = 0; i < g.numel(); ++i) g[i] = normal(gen) * scale;
+  return g;
+}
+
+// sum(rows · g) of two host tensors of the same shape: the objective's value.
+float dot(const hetrain::Tensor& rows, const hetrain::Tensor& g) {
+  HT_CHECK(rows.shape() == g.shape(), "bench_train_step: the detector returned rows ", hetrain::shape_str(rows.shape()),
+           ", expected ", hetrain::shape_str(g.shape()));
+  double sum = 0;
+  for (int64_t i = 0; i < g.numel(); ++i) sum += double(rows[i]) * double(g[i]);
+  return float(sum);
+}
+
+std::string rows_suffix(const hetrain::Shape& shape) {
+  return " rows=" + std::to_string(shape[1]) + "x" + std::to_string(shape[2]) + " objective=fixed-grad";
+}
+
 int run_cpu(const Options& o) {
   hetrain::set_num_threads(o.threads);
   hetrain::cpu::set_cpu_conv_backend(o.cpu_conv == "im2col" ? hetrain::cpu::CpuConvBackend::Im2col
@@ -136,23 +194,73 @@ int run_cpu(const Options& o) {
   hetrain::optim::Sgd sgd(model->params(), hetrain::optim::SgdConfig{});
   const int N = o.batch, K = o.classes;
   Batch b = random_batch(o);
-  hetrain::Tensor probs({N, K}), dlogits({N, K});
+  const hetrain::nn::DetectHeadLayout* head = model->detect_head();
+  hetrain::Tensor probs, dlogits, drows;
+  std::string extra;
+  if (head) {
+    drows = fixed_row_gradient(detect_rows_shape(*head, N));
+    extra = rows_suffix(drows.shape());
+  } else {
+    probs = hetrain::Tensor({N, K});
+    dlogits = hetrain::Tensor({N, K});
+  }
 
   float loss = 0;
   auto step = [&] {
     model->params().grads().zero();
     hetrain::Tensor logits = model->forward(b.x, /*training=*/true);
-    loss = hetrain::cpu::softmax_xent_forward(probs.data(), logits.data(), b.labels.data(), N, K, 0.0f);
-    hetrain::cpu::softmax_xent_backward(dlogits.data(), probs.data(), b.labels.data(), N, K, 0.0f, 1.0f / N);
-    model->backward(dlogits);
+    if (head) {
+      loss = dot(logits, drows);  // before backward: the rows live in the model's buffers
+      model->backward(drows);
+    } else {
+      loss = hetrain::cpu::softmax_xent_forward(probs.data(), logits.data(), b.labels.data(), N, K, 0.0f);
+      hetrain::cpu::softmax_xent_backward(dlogits.data(), probs.data(), b.labels.data(), N, K, 0.0f, 1.0f / N);
+      model->backward(dlogits);
+    }
     sgd.step(model->params(), 0.01f);
   };
   const auto [done, seconds] = time_steps(o, step, [] {});
 
   std::printf("impl=hetrain model=%s size=%d batch=%d threads=%d steps=%d params=%lld seconds=%.4f "
-              "samples_per_s=%.3f peak_mb=%.1f loss=%.4f conv=%s\n",
-              o.model.c_str(), o.size, N, o.threads, done, (long long)model->param_count(), seconds,
-              double(N) * done / seconds, peak_rss_mib(), loss, hetrain::cpu::cpu_conv_backend_name());
+              "samples_per_s=%.3f peak_mb=%.1f loss=%.4f conv=%s%s\n",
+              model_label(o.model).c_str(), o.size, N, o.threads, done, (long long)model->param_count(), seconds,
+              double(N) * done / seconds, peak_rss_mib(), loss, hetrain::cpu::cpu_conv_backend_name(), extra.c_str());
+  return 0;
+}
+
+void print_cuda_line(const Options& o, const hetrain::nn::Model& model, int done, double seconds, float loss,
+                     const hetrain::CudaDeviceInfo& before, const std::string& extra) {
+  const hetrain::CudaDeviceInfo after = hetrain::cuda_device_info(0);
+  const double dev_mem_mb =
+      before.free_bytes >= after.free_bytes ? double(before.free_bytes - after.free_bytes) / (1024.0 * 1024.0) : 0.0;
+  std::string gpu = after.name;
+  for (char& c : gpu)
+    if (c == ' ' || c == '=') c = '_';  // one token, so key=value parsers read it whole
+  std::printf("impl=hetrain model=%s size=%d batch=%d threads=%d steps=%d params=%lld seconds=%.4f "
+              "samples_per_s=%.3f peak_mb=%.1f loss=%.4f device=cuda tf32=%d dev_mem_mb=%.0f gpu=%s%s\n",
+              model_label(o.model).c_str(), o.size, o.batch, o.threads, done, (long long)model.param_count(), seconds,
+              double(o.batch) * done / seconds, peak_rss_mib(), loss, o.tf32, dev_mem_mb, gpu.c_str(), extra.c_str());
+}
+
+// A detector on GPU 0: the fixed gradient uploaded once; every step copies the rows to the host for the
+// objective's value (the per-step synchronisation of the classifier path's loss copy).
+int run_cuda_detector(const Options& o, hetrain::nn::Model& model, hetrain::optim::Sgd& sgd,
+                      const hetrain::Tensor& x, const hetrain::CudaDeviceInfo& before) {
+  using hetrain::Device;
+  const hetrain::Tensor host_g = fixed_row_gradient(detect_rows_shape(*model.detect_head(), o.batch));
+  const hetrain::Tensor g = host_g.to(Device::CUDA);
+  const hetrain::Tensor host_rows(host_g.shape());
+  float loss = 0;
+  auto step = [&] {
+    model.params().grads().zero();
+    hetrain::Tensor rows = model.forward(x, /*training=*/true);
+    host_rows.copy_from(rows);  // returns when done
+    model.backward(g);
+    sgd.step(model.params(), 0.01f);
+    loss = dot(host_rows, host_g);
+  };
+  const auto [done, seconds] = time_steps(o, step, [] { hetrain::cuda::device_synchronize(); });
+  print_cuda_line(o, model, done, seconds, loss, before, rows_suffix(host_g.shape()));
   return 0;
 }
 
@@ -174,6 +282,8 @@ int run_cuda(const Options& o) {
   const int N = o.batch, K = o.classes;
   Batch host = random_batch(o);
   const hetrain::Tensor x = host.x.to(Device::CUDA);  // uploaded once
+  const hetrain::nn::DetectHeadLayout* head = model->detect_head();
+  if (head) return run_cuda_detector(o, *model, sgd, x, before);
   cuda::DeviceBuffer<int32_t> labels{size_t(N)};
   labels.upload(host.labels);
   // probs [N, K] becomes dlogits in place (softmax_xent_backward allows the alias); row_loss [N].
@@ -197,20 +307,17 @@ int run_cuda(const Options& o) {
   };
   const auto [done, seconds] = time_steps(o, step, [] { hetrain::cuda::device_synchronize(); });
 
-  const hetrain::CudaDeviceInfo after = hetrain::cuda_device_info(0);
-  const double dev_mem_mb =
-      before.free_bytes >= after.free_bytes ? double(before.free_bytes - after.free_bytes) / (1024.0 * 1024.0) : 0.0;
-  std::string gpu = after.name;
-  for (char& c : gpu)
-    if (c == ' ' || c == '=') c = '_';  // one token, so key=value parsers read it whole
-  std::printf("impl=hetrain model=%s size=%d batch=%d threads=%d steps=%d params=%lld seconds=%.4f "
-              "samples_per_s=%.3f peak_mb=%.1f loss=%.4f device=cuda tf32=%d dev_mem_mb=%.0f gpu=%s\n",
-              o.model.c_str(), o.size, N, o.threads, done, (long long)model->param_count(), seconds,
-              double(N) * done / seconds, peak_rss_mib(), loss, o.tf32, dev_mem_mb, gpu.c_str());
+  print_cuda_line(o, *model, done, seconds, loss, before, "");
   return 0;
 }
 
-int run(const Options& o) { return o.device == "cuda" ? run_cuda(o) : run_cpu(o); }
+int run(const Options& o) {
+  if (o.show) {
+    std::printf("%s", hetrain::nn::describe_graph_model(o.model, model_config(o)).c_str());
+    return 0;
+  }
+  return o.device == "cuda" ? run_cuda(o) : run_cpu(o);
+}
 
 }  // namespace
 

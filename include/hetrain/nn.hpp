@@ -67,7 +67,10 @@ class ParamBuffer {
 };
 
 struct ModelConfig {
-  std::string name = "resnet20";  // mlp | lenet | resnet20 | resnet18 | resnet50
+  // mlp | lenet | resnet20 | resnet18 | resnet50, or the path of a model file ending in ".yaml" (YOLOv5's
+  // format, docs/models.md). For a file: num_classes > 0 overrides its `nc` (0 takes the file's); its `ch`,
+  // when present, must equal in_channels (in_channels 0 takes the file's `ch`, else 3).
+  std::string name = "resnet20";
   int in_channels = 3;
   int height = 32;
   int width = 32;
@@ -85,6 +88,17 @@ void set_between_layers_hook(std::function<void()> hook);
 // is final (no later layer of this backward writes it), so it may be reduced while backward goes on.
 // Offsets only decrease within one backward; the last call says 0.
 using GradsFinal = std::function<void(int64_t first_final)>;
+
+// The output layout of a detector's Detect head: rows [N, A, 5 + num_classes], A = Σ over levels of
+// anchors_per_level · (image_h / stride) · (image_w / stride), ordered level, anchor, grid row, column
+// (docs/detection.md, "Loss and targets"). Anchors in pixels, (w, h) pairs, level 0's first.
+struct DetectHeadLayout {
+  int num_classes = 0;
+  int anchors_per_level = 3;
+  std::vector<int> strides;
+  std::vector<float> anchors;
+  int image_h = 0, image_w = 0;
+};
 
 class Model {
  public:
@@ -117,6 +131,8 @@ class Model {
   // allow_tf32 lets convolutions and dense layers use TF32 tensor cores (10-bit mantissa products).
   virtual void to(Device device, bool allow_tf32 = false) = 0;
   Device device() const { return params_.device(); }
+  // Detectors: the layout of what forward() returns (rows, not logits); null for a classifier.
+  virtual const DetectHeadLayout* detect_head() const { return nullptr; }
   // Floats held by the model's activation/gradient pool after the last step (memory planning and tests).
   virtual int64_t pooled_floats() const = 0;
   // Bytes each further sample of a local batch adds to the activation and gradient buffers of a training
@@ -129,5 +145,12 @@ class Model {
   ModelConfig config_;
   ParamBuffer params_;
 };
+
+// ---------------------------------------------------------------- models from YAML files (docs/models.md)
+
+// `hetrain models --show FILE.yaml`: a table of the model's layers (index, from, n, params, module, args as
+// built, output shape per sample) and its totals, for `config`'s input size, channels and classes (see
+// ModelConfig: num_classes 0 and in_channels 0 take the file's). Throws hetrain::Error as Model::create.
+std::string describe_graph_model(const std::string& yaml_path, const ModelConfig& config);
 
 }  // namespace hetrain::nn

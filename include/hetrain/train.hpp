@@ -93,7 +93,7 @@ struct TrainConfig {
 
 struct TrainResult {
   double final_loss = 0;        // mean training loss of the last logged window
-  double val_accuracy = -1;     // last validation accuracy, -1 when no validation set
+  double val_accuracy = -1;     // last validation accuracy (mAP@0.5 for a detector), -1 when no validation set
   double samples_per_second = 0;  // over the timed steps (after the first, which warms up)
   int64_t steps = 0;            // global steps completed (a resumed run counts from the start of training)
   bool stopped_by_signal = false;  // SIGTERM, SIGUSR1 or SIGINT ended the run early, after a checkpoint
@@ -120,7 +120,8 @@ struct EvalConfig {
   bool quiet = false;
 };
 struct EvalResult {
-  double loss = 0, top1 = 0, top5 = -1;  // top5 = -1 with fewer than 5 classes
+  double loss = 0, top1 = 0, top5 = -1;  // top5 = -1 with fewer than 5 classes; top1 = -1 for a detector
+  double map50 = -1, map50_95 = -1;      // a detector's COCO mAP (docs/detection.md); -1 for a classifier
   int64_t samples = 0;
 };
 EvalResult run_evaluation(const EvalConfig& config);

@@ -47,9 +47,10 @@ const char* kUsage =
     "\n"
     "Usage:\n"
     "  hetrain train [options]          train a model (run under mpirun/srun for several ranks)\n"
-    "  hetrain eval [options]           evaluate a checkpoint on a dataset (loss, top-1, top-5)\n"
+    "  hetrain eval [options]           evaluate a checkpoint on a dataset (loss, top-1, top-5; mAP for a detector)\n"
     "  hetrain report METRICS.jsonl... -o report.png|.html   plots of a run's --metrics (or several runs')\n"
-    "  hetrain models                   list the model zoo with parameter counts\n"
+    "  hetrain models                   list the model zoo and the shipped YAML models with parameter counts\n"
+    "  hetrain models --show FILE.yaml  a YAML model's layers: inputs, repeats, parameters, output shapes\n"
     "  hetrain devices                  list the GPUs this process sees (or why it sees none: exit 3)\n"
     "  hetrain --help | train --help    this text / every training option (eval --help: evaluation)\n"
     "  hetrain --version                version, git commit and the configuration built\n"
@@ -61,6 +62,8 @@ const char* kUsage =
     "  srun -n 8 hetrain train --data imagenet/index.h5 --model resnet50 --global-batch 512 \\\n"
     "      --checkpoint-dir ckpt --resume auto\n"
     "  hetrain eval --checkpoint ckpt/checkpoint-00001000.h5 --data test.h5\n"
+    "  hetrain train --model models/yolov5n.yaml --data detect-train.h5 --val detect-test.h5 --lr 0.01 \\\n"
+    "      --momentum 0.937 --augment --epochs 30        (a detector: docs/detection.md)\n"
     "\n"
     "Exit status: 0 done; 1 error; 2 bad command line; 75 stopped by SIGTERM/SIGUSR1/SIGINT after writing a\n"
     "checkpoint (continue with --resume auto). Datasets are HDF5 files made by hetrain-pack\n"
@@ -84,7 +87,9 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
       ("last-batch", po::value(&c.last_batch)->default_value("drop"), "last partial batch of an epoch: drop | partial");
   po::options_description model("Model and optimisation");
   model.add_options()
-      ("model", po::value(&c.model)->default_value("resnet20"), "mlp | lenet | resnet20 | resnet18 | resnet50")
+      ("model", po::value(&c.model)->default_value("resnet20"),
+       "mlp | lenet | resnet20 | resnet18 | resnet50, or a model file FILE.yaml in YOLOv5's format "
+       "(models/yolov5n.yaml ...; docs/models.md); a model with a Detect layer trains on detection data")
       ("global-batch", po::value(&c.global_batch)->default_value(128), "samples per step over all ranks (B)")
       ("epochs", po::value(&c.epochs)->default_value(1), "passes over the training data")
       ("max-steps", po::value(&c.max_steps)->default_value(0),
@@ -176,7 +181,27 @@ std::vector<int> parse_ints(const std::string& text, const char* option) {
   return out;
 }
 
-int cmd_models() {
+int cmd_models(int argc, char** argv) {
+  if (argc >= 2) {  // hetrain models --show FILE.yaml [--size H[,W]] [--classes N] [--channels C]
+    std::string file, size = "640";
+    hetrain::nn::ModelConfig mc;
+    mc.in_channels = 0, mc.num_classes = 0;  // 0: the file's `ch` and `nc`
+    po::options_description show("hetrain models --show options");
+    show.add_options()("show", po::value(&file)->required(), "a model file in YOLOv5's format (docs/models.md)")(
+        "size", po::value(&size)->default_value("640"), "input height[,width] the shapes are shown for")(
+        "classes", po::value(&mc.num_classes)->default_value(0), "classes (0: the file's nc)")(
+        "channels", po::value(&mc.in_channels)->default_value(0), "input channels (0: the file's ch, else 3)");
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(show).run(), vm);  // argv[0] is "models"
+    po::notify(vm);
+    const std::vector<int> hw = parse_ints(size, "--size");
+    HT_CHECK(!hw.empty() && hw.size() <= 2, "--size wants H or H,W, got '", size, "'");
+    mc.name = file;
+    mc.height = hw[0];
+    mc.width = hw.size() == 2 ? hw[1] : hw[0];
+    std::fputs(hetrain::nn::describe_graph_model(file, mc).c_str(), stdout);
+    return 0;
+  }
   std::printf("%-10s %12s   %s\n", "model", "parameters", "for input, classes");
   for (const std::string& name : hetrain::nn::Model::names()) {
     hetrain::nn::ModelConfig mc;
@@ -188,7 +213,9 @@ int cmd_models() {
     std::printf("%-10s %12lld   %dx%dx%d, %d\n", name.c_str(), (long long)hetrain::nn::Model::create(mc)->param_count(),
                 mc.in_channels, mc.height, mc.width, mc.num_classes);
   }
-  std::printf("Every model takes any channel count, class count and image size from its minimum up.\n");
+  std::printf("Every model takes any channel count, class count and image size from its minimum up.\n"
+              "Models can also be files in YOLOv5's YAML format (--model FILE.yaml; docs/models.md): models/ holds\n"
+              "yolov5n/s/m.yaml (detectors) and the zoo's classifiers; hetrain models --show FILE.yaml lists one's layers.\n");
   return 0;
 }
 
@@ -337,7 +364,10 @@ int main(int argc, char** argv) {
   }
   if (cmd == "models" || cmd == "devices") {
     try {
-      return cmd == "models" ? cmd_models() : cmd_devices();
+      return cmd == "models" ? cmd_models(argc - 1, argv + 1) : cmd_devices();
+    } catch (const hetrain::Error& e) {
+      std::fprintf(stderr, "hetrain: error: %s\n", e.message().c_str());
+      return 1;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "hetrain: error: %s\n", e.what());
       return 1;

@@ -10,6 +10,7 @@
 #include "hetrain/nn.hpp"
 #include "nn/batchnorm2d.hpp"
 #include "nn/conv2d.hpp"
+#include "nn/graph_model.hpp"
 #include "nn/init.hpp"
 #include "nn/linear.hpp"
 #include "nn/pooling.hpp"
@@ -174,6 +175,10 @@ class ZooModel : public Model {
 
 }  // namespace
 
+bool is_graph_model_name(const std::string& name) {
+  return name.size() > 5 && name.compare(name.size() - 5, 5, ".yaml") == 0;
+}
+
 std::vector<std::string> Model::names() {
   std::vector<std::string> out;
   for (const auto& e : kZoo) out.push_back(e.name);
@@ -181,13 +186,16 @@ std::vector<std::string> Model::names() {
 }
 
 std::unique_ptr<Model> Model::create(const ModelConfig& config) {
+  if (is_graph_model_name(config.name)) {  // a YAML file (docs/models.md)
+    return create_graph_model(config);
+  }
   const ZooEntry* entry = nullptr;
   for (const auto& e : kZoo)
     if (config.name == e.name) entry = &e;
   if (!entry) {
     std::ostringstream known;
     for (const auto& e : kZoo) known << (&e == kZoo ? "" : ", ") << e.name;
-    HT_THROW("unknown model '", config.name, "' (known: ", known.str(), ")");
+    HT_THROW("unknown model '", config.name, "' (known: ", known.str(), ", or a model file ending in .yaml)");
   }
   HT_CHECK(config.in_channels >= 1, config.name, ": in_channels must be >= 1, got ", config.in_channels);
   HT_CHECK(config.num_classes >= 1, config.name, ": num_classes must be >= 1, got ", config.num_classes);

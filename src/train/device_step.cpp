@@ -87,6 +87,7 @@ DeviceInput::Uploaded DeviceInput::upload(const data::Batch& batch) {
   Uploaded out;
   out.n = n;
   out.labels = slot.labels.data();
+  out.boxes = batch.boxes;
   const Shape shape{n, info_.channels, info_.height, info_.width};
   out.images = slot.floats.slice0(0, shape_numel(shape)).reshape(shape);
   if (n == 0) return out;

@@ -22,6 +22,7 @@ class DeviceInput {
     Tensor images;                    // float [n, C, H, W] on the device
     const int32_t* labels = nullptr;  // [n] on the device
     int64_t n = 0;
+    data::BoxList boxes;  // detection datasets: the batch's boxes, on the host (the loss runs there)
   };
   explicit DeviceInput(const data::DatasetInfo& info);
   ~DeviceInput();

@@ -205,7 +205,7 @@ class ElasticTrainer {
     result.samples_per_second = all[1] > 0 ? all[0] / all[1] : 0;
     if (s_.val) {
       const EvalTotals e = train::evaluate(*s_.model, *s_.val, s_.val_input.get(), world_.comm(), 256);
-      result.val_accuracy = e.top1 / std::max(1.0, e.count);
+      result.val_accuracy = e.headline();
       if (world_.rank() == 0 && !cfg_.quiet)
         print_validation(samples_done, s_.train->info().num_samples, train_seconds, e);
     }
@@ -255,7 +255,7 @@ class ElasticTrainer {
       const double clock = seconds_since(run_start_) - validation_seconds_;
       if (world_.rank() == 0 && !cfg_.quiet) print_validation(next_validation_, s_.train->info().num_samples, clock, e);
       last_val_loss_ = e.loss_sum / std::max(1.0, e.count);
-      last_val_accuracy_ = e.top1 / std::max(1.0, e.count);
+      last_val_accuracy_ = e.headline();
       next_validation_ += validate_every_;
       validation_seconds_ += seconds_since(start);
       s_.arrival->watch(local_steps_);
@@ -563,10 +563,12 @@ class ElasticTrainer {
         }
         groups = "  groups [" + groups + "] samples/s";
       }
-      std::printf("samples %lld/%lld  epoch %.2f/%d  loss %.4f  acc %6.2f%%  lr %.4g  %8.1f samples/s (all ranks)%s"
+      char acc[24] = "";  // a detector is scored by mAP, not accuracy
+      if (!s_.detection) std::snprintf(acc, sizeof acc, "  acc %6.2f%%", 100.0 * rec.accuracy);
+      std::printf("samples %lld/%lld  epoch %.2f/%d  loss %.4f%s  lr %.4g  %8.1f samples/s (all ranks)%s"
                   "  staleness %.2f  compute %.0f%%\n",
                   (long long)position, (long long)total_samples_, double(position) / double(per_epoch), cfg_.epochs,
-                  rec.loss, 100.0 * rec.accuracy, window_lr_, rate, groups.c_str(), pushes > 0 ? staleness / pushes : 0.0,
+                  rec.loss, acc, window_lr_, rate, groups.c_str(), pushes > 0 ? staleness / pushes : 0.0,
                   100.0 * window_compute_ / std::max(1e-9, window_compute_ + window_wait_ + window_comm_));
       std::fflush(stdout);
     }
@@ -677,7 +679,10 @@ class ElasticTrainer {
       std::printf("stopped after %lld of %lld samples (stop signal)%s\n", (long long)(result.steps * cfg_.global_batch),
                   (long long)total_samples_, checkpointer_.enabled() ? "; continue with --resume auto" : "");
     char val[48] = "";
-    if (result.val_accuracy >= 0) std::snprintf(val, sizeof val, ", val accuracy %.2f%%", 100.0 * result.val_accuracy);
+    if (result.val_accuracy >= 0 && s_.detection)
+      std::snprintf(val, sizeof val, ", val mAP@0.5 %.4f", result.val_accuracy);
+    else if (result.val_accuracy >= 0)
+      std::snprintf(val, sizeof val, ", val accuracy %.2f%%", 100.0 * result.val_accuracy);
     if (!cfg_.quiet)
       std::printf("done: %lld step(s) of %lld samples, %.1f samples/s, %lld center updates (mean staleness %.2f, "
                   "slowest read or push %.1f ms), final train loss %.4f%s\n",

@@ -107,6 +107,13 @@ EvalResult run_evaluation(const EvalConfig& cfg) {
     mc.width = int(facts.shape[2]);
     mc.num_classes = int(facts.classes);
     s.model = nn::Model::create(mc);
+    if (s.model->detect_head()) {
+      data::require_detection(d, "model " + facts.name);
+      HT_CHECK(cfg.dump_batch.empty(), "--dump-batch writes logits: a classifier's; model ", facts.name,
+               " is a detector");
+    } else {
+      data::require_classification(d, "model " + facts.name);
+    }
     if (loaded) loaded->tensors = read_checkpoint_tensors(cfg.checkpoint, s.model->params());
   });
   CheckpointTensors tensors;
@@ -136,14 +143,23 @@ EvalResult run_evaluation(const EvalConfig& cfg) {
   EvalResult r;
   r.samples = int64_t(t.count);
   r.loss = t.loss_sum / std::max(1.0, t.count);
-  r.top1 = t.top1 / std::max(1.0, t.count);
-  if (facts.classes >= 5) r.top5 = t.top5 / std::max(1.0, t.count);
+  if (t.detection()) {
+    r.top1 = -1, r.map50 = t.map50, r.map50_95 = t.map50_95;
+  } else {
+    r.top1 = t.top1 / std::max(1.0, t.count);
+    if (facts.classes >= 5) r.top5 = t.top5 / std::max(1.0, t.count);
+  }
   if (world.rank() == 0) {
     if (!cfg.quiet)
       std::printf("eval: %s (%s, step %lld) on %s, %d rank(s)\n", cfg.checkpoint.c_str(), facts.name.c_str(),
                   (long long)step, s.val->info().path.c_str(), world.size());
-    std::printf("samples %lld  loss %.4f  top-1 %.2f%%", (long long)r.samples, r.loss, 100.0 * r.top1);
-    if (r.top5 >= 0) std::printf("  top-5 %.2f%%", 100.0 * r.top5);
+    if (t.detection()) {
+      std::printf("samples %lld  loss %.4f  mAP@0.5 %.4f  mAP@0.5:0.95 %.4f", (long long)r.samples, r.loss, r.map50,
+                  r.map50_95);
+    } else {
+      std::printf("samples %lld  loss %.4f  top-1 %.2f%%", (long long)r.samples, r.loss, 100.0 * r.top1);
+      if (r.top5 >= 0) std::printf("  top-5 %.2f%%", 100.0 * r.top5);
+    }
     std::printf("\n");
     std::fflush(stdout);
   }

@@ -5,6 +5,7 @@
 
 #include "hetrain/error.hpp"
 #include "hetrain/ops.hpp"
+#include "train/detection.hpp"
 
 namespace hetrain::train {
 
@@ -20,8 +21,25 @@ int64_t topk_correct(const float* logits, const int32_t* labels, int64_t N, int 
   return correct;
 }
 
+std::string EvalTotals::score_text() const {
+  char text[96];
+  if (detection())
+    std::snprintf(text, sizeof text, "mAP@0.5 %.4f, mAP@0.5:0.95 %.4f", map50, map50_95);
+  else
+    std::snprintf(text, sizeof text, "accuracy %.2f%%", 100.0 * top1 / std::max(1.0, count));
+  return text;
+}
+
+double EvalTotals::headline() const { return detection() ? map50 : top1 / std::max(1.0, count); }
+
 EvalTotals evaluate(nn::Model& model, BatchSource& source, DeviceInput* input, MPI_Comm comm, int64_t chunk,
                     const FirstBatchHook& first_batch) {
+  if (model.detect_head()) {
+    const DetectionTotals d = evaluate_detection(model, source, input, comm, chunk);
+    EvalTotals t;
+    t.loss_sum = d.loss_sum, t.count = d.count, t.map50 = d.map.map50, t.map50_95 = d.map.map50_95;
+    return t;
+  }
   int rank = 0, ranks = 1;
   HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   HT_MPI_CHECK(MPI_Comm_size(comm, &ranks));
@@ -57,10 +75,9 @@ EvalTotals evaluate(nn::Model& model, BatchSource& source, DeviceInput* input, M
 }
 
 void print_validation(int64_t samples_done, int64_t samples_per_epoch, double train_seconds, const EvalTotals& e) {
-  std::printf("validation at sample %lld (epoch %.2f) after %.2f s of training: loss %.4f, accuracy %.2f%% (%lld samples)\n",
+  std::printf("validation at sample %lld (epoch %.2f) after %.2f s of training: loss %.4f, %s (%lld samples)\n",
               (long long)samples_done, double(samples_done) / double(std::max<int64_t>(1, samples_per_epoch)),
-              train_seconds, e.loss_sum / std::max(1.0, e.count), 100.0 * e.top1 / std::max(1.0, e.count),
-              (long long)e.count);
+              train_seconds, e.loss_sum / std::max(1.0, e.count), e.score_text().c_str(), (long long)e.count);
   std::fflush(stdout);
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "hetrain/nn.hpp"
 #include "train/batch_source.hpp"
@@ -16,6 +17,12 @@ namespace hetrain::train {
 
 struct EvalTotals {
   double loss_sum = 0, top1 = 0, top5 = 0, count = 0;  // summed over samples (and ranks after evaluate())
+  double map50 = -1, map50_95 = -1;  // detectors (train/detection.hpp): COCO mAP; -1 for classifiers
+  bool detection() const { return map50 >= 0; }
+  // The score part of a validation line: "accuracy 91.20%", or "mAP@0.5 0.512, mAP@0.5:0.95 0.301".
+  std::string score_text() const;
+  // What TrainResult::val_accuracy reports: top-1 accuracy, or mAP@0.5 for a detector.
+  double headline() const;
 };
 
 // Sees rank 0's first batch: the inputs the model took (float [n, C, H, W] on the host), the labels and
@@ -24,13 +31,14 @@ using FirstBatchHook = std::function<void(const Tensor& inputs, const std::vecto
                                           const Tensor& logits)>;
 
 // Collective over `comm`. `input` uploads batches for a model on a GPU (null on the CPU). Samples go
-// through the model `chunk` at a time without augmentation.
+// through the model `chunk` at a time without augmentation. A detector is scored by evaluate_detection
+// (train/detection.hpp): loss and mAP, no top-1.
 EvalTotals evaluate(nn::Model& model, BatchSource& source, DeviceInput* input, MPI_Comm comm, int64_t chunk,
                     const FirstBatchHook& first_batch = nullptr);
 
 // Rank 0's line for a validation during training, the same in every mode (bench/modes.sh reads it):
-// "validation at sample S (epoch E) after T s of training: loss L, accuracy A% (N samples)". T leaves out
-// the time spent validating.
+// "validation at sample S (epoch E) after T s of training: loss L, accuracy A% (N samples)" (a detector's
+// line has its mAP in place of the accuracy). T leaves out the time spent validating.
 void print_validation(int64_t samples_done, int64_t samples_per_epoch, double train_seconds, const EvalTotals& e);
 
 // Samples whose label is among the k largest logits (ties count against the label). logits [N, K].

@@ -10,7 +10,15 @@ LocalOutcome LocalStep::run(const data::Batch& batch, const DeviceInput::Uploade
   LocalOutcome out;
   s_.model->params().grads().zero();
   if (b == 0) return out;  // a rank with no share this step still takes part in the exchange
-  if (s_.device_kind == Device::CUDA) {
+  const bool on_gpu = s_.device_kind == Device::CUDA;
+  if (s_.detection) {  // the loss runs on the host for every device (train/detection.hpp)
+    Tensor rows = s_.model->forward(on_gpu ? input.images : batch.images, /*training=*/true);
+    const data::BoxList& boxes = on_gpu ? input.boxes : batch.boxes;
+    s_.model->backward(s_.detection->loss_and_gradient(rows, boxes, &out.loss_sum), grads_final);
+    if (on_gpu && while_device_computes) while_device_computes();
+    return out;
+  }
+  if (on_gpu) {
     Tensor logits = s_.model->forward(input.images, /*training=*/true);
     s_.model->backward(s_.loss->compute(logits, input.labels, label_smoothing_, true), grads_final);
     if (while_device_computes) while_device_computes();

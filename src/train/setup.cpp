@@ -239,6 +239,16 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   mc.num_classes = info.num_classes;
   s.model = nn::Model::create(mc);
   s.model->init(cfg.seed);
+  // A detector needs boxes, a classifier labels: say so now rather than at the first step.
+  const std::string who = "model " + cfg.model;
+  for (const BatchSource* src : {s.train.get(), s.val.get()}) {
+    if (!src) continue;
+    if (s.model->detect_head())
+      data::require_detection(src->info(), who);
+    else
+      data::require_classification(src->info(), who);
+  }
+  if (s.model->detect_head()) s.detection = std::make_unique<DetectionLoss>(*s.model->detect_head());
 
   s.plan = std::make_unique<data::EpochPlan>(cfg.seed, info.num_samples, cfg.global_batch,
                                              cfg.last_batch == "drop" ? data::LastBatch::Drop : data::LastBatch::Partial);

@@ -12,6 +12,7 @@
 #include "hetrain/optim.hpp"
 #include "hetrain/train.hpp"
 #include "train/batch_source.hpp"
+#include "train/detection.hpp"
 #include "train/device_step.hpp"
 #include "train/resume.hpp"
 
@@ -35,7 +36,8 @@ struct Setup {
   int gpu_index = -1;                        // GPU ranks: the CUDA device this rank uses
   int64_t memory_cap = -1;                   // GPU ranks: the largest local batch that fits (-1: no cap)
   std::unique_ptr<DeviceInput> input, val_input;  // GPU ranks: batches to the device
-  std::unique_ptr<DeviceLoss> loss;               // GPU ranks: loss and accuracy on the device
+  std::unique_ptr<DeviceLoss> loss;               // GPU ranks: loss and accuracy on the device (classifiers)
+  std::unique_ptr<DetectionLoss> detection;       // detectors (model->detect_head()): YOLOv5's loss, any device
   int fail_rank = -1;                        // --debug-fail-at: injected failure
   int64_t fail_step = -1;
   int64_t start_step = 0;                    // the first step this process trains (> 0 after a resume)

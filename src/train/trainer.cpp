@@ -140,13 +140,30 @@ class Trainer {
     if (world_.rank() == 0 && !cfg_.quiet)
       std::printf("done: %lld steps, %.1f samples/s (after the first step), final train loss %.4f%s\n",
                   (long long)result.steps, result.samples_per_second, result.final_loss,
-                  result.val_accuracy >= 0 ? (", val accuracy " + pct(result.val_accuracy)).c_str() : "");
+                  val_text(result.val_accuracy).c_str());
     // Every rank learns whether the outputs were written before anyone finalizes.
     outputs_.finish(s_.model->params());
     return result;
   }
 
  private:
+  // A progress line's training accuracy, "  acc  91.20%"; nothing for a detector (it is scored by mAP).
+  std::string accuracy_text(double accuracy) const {
+    if (s_.detection) return "";
+    char text[24];
+    std::snprintf(text, sizeof text, "  acc %6.2f%%", 100.0 * accuracy);
+    return text;
+  }
+  // The run's last line: ", val accuracy 91.20%", ", val mAP@0.5 0.5120" for a detector, "" without validation.
+  std::string val_text(double headline) const {
+    if (headline < 0) return "";
+    if (s_.detection) {
+      char text[48];
+      std::snprintf(text, sizeof text, ", val mAP@0.5 %.4f", headline);
+      return text;
+    }
+    return ", val accuracy " + pct(headline);
+  }
   static std::string pct(double x) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * x);
@@ -406,14 +423,14 @@ class Trainer {
     const double step_s = time_sum_ / std::max<int64_t>(1, window_steps_);
     const int64_t spe = s_.plan->steps_per_epoch();
     if (!cfg_.quiet)
-      std::printf("step %lld/%lld  epoch %.2f/%lld  loss %.4f  acc %6.2f%%  lr %.4g  %8.1f samples/s  balance %5.1f%%"
+      std::printf("step %lld/%lld  epoch %.2f/%lld  loss %.4f%s  lr %.4g  %8.1f samples/s  balance %5.1f%%"
                   "  ETA %s\n",
                   (long long)rec.step + 1, (long long)s_.total_steps, double(rec.step + 1) / double(spe),
                   (long long)((s_.total_steps + spe - 1) / spe), result.final_loss,
-                  100.0 * window.correct / std::max(1.0, window.count), rec.lr,
+                  accuracy_text(window.correct / std::max(1.0, window.count)).c_str(), rec.lr,
                   time_sum_ > 0 ? samples_sum_ / time_sum_ : 0.0, 100.0 * eff_sum_ / window_steps_,
                   duration_text(step_s * double(s_.total_steps - rec.step - 1)).c_str());
-    warn_if_at_chance(result.final_loss);
+    if (!s_.detection) warn_if_at_chance(result.final_loss);  // a classifier's chance level is ln(classes)
     std::fflush(stdout);
     window = Totals{};
     eff_sum_ = time_sum_ = 0;
@@ -485,24 +502,18 @@ class Trainer {
     if (!s_.val) return;
     const auto start = Clock::now();
     const double clock = seconds_since(run_start_) - validation_seconds_;
-    Totals t = evaluate();
+    const EvalTotals e = train::evaluate(*s_.model, *s_.val, s_.val_input.get(), world_.comm(), 256);
     validation_seconds_ += seconds_since(start);
-    result.val_accuracy = t.correct / std::max(1.0, t.count);
+    result.val_accuracy = e.headline();
     rec.val_accuracy = result.val_accuracy;
-    rec.val_loss = t.loss_sum / std::max(1.0, t.count);
+    rec.val_loss = e.loss_sum / std::max(1.0, e.count);
     if (world_.rank() == 0 && !cfg_.quiet) {
-      std::printf("epoch %lld: validation loss %.4f, accuracy %s (%lld samples)\n", (long long)epoch + 1,
-                  t.loss_sum / std::max(1.0, t.count), pct(result.val_accuracy).c_str(), (long long)t.count);
+      std::printf("epoch %lld: validation loss %.4f, %s (%lld samples)\n", (long long)epoch + 1, rec.val_loss,
+                  e.score_text().c_str(), (long long)e.count);
       if (cfg_.val_every_samples > 0)  // the same validation in the form every mode prints
-        print_validation((epoch + 1) * s_.train->info().num_samples, s_.train->info().num_samples, clock,
-                         EvalTotals{t.loss_sum, t.correct, 0, t.count});
+        print_validation((epoch + 1) * s_.train->info().num_samples, s_.train->info().num_samples, clock, e);
       std::fflush(stdout);
     }
-  }
-
-  Totals evaluate() {
-    const EvalTotals e = train::evaluate(*s_.model, *s_.val, s_.val_input.get(), world_.comm(), 256);
-    return Totals{e.loss_sum, e.top1, e.count, 0};
   }
 
   // Batch-norm statistics are synced first, so the file holds the one set every rank would evaluate with.

@@ -31,6 +31,9 @@ for f in data_tools/*.py; do
   n=$((n + 1))
   cmp -s "$f" "$P/share/hetrain/tools/$(basename "$f")" || fail "$f is not installed in share/hetrain/tools"
 done
+for f in models/*.yaml; do
+  cmp -s "$f" "$P/share/hetrain/models/$(basename "$f")" || fail "$f is not installed in share/hetrain/models"
+done
 [ $n -gt 0 ] || fail "no data_tools/*.py to check"
 for f in README.md docs/*.md; do
   cmp -s "$f" "$P/share/doc/hetrain/$f" || fail "$f is not installed as share/doc/hetrain/$f"

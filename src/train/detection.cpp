@@ -1,0 +1,149 @@
+#include "train/detection.hpp"
+
+#include <algorithm>
+
+#include "detect/yolo_decode.hpp"
+#include "hetrain/error.hpp"
+
+namespace hetrain::train {
+
+detect::DetectHeadSpec head_spec(const nn::DetectHeadLayout& layout) {
+  detect::DetectHeadSpec spec;
+  spec.num_classes = layout.num_classes;
+  spec.anchors_per_level = layout.anchors_per_level;
+  spec.strides = layout.strides;
+  spec.anchors = layout.anchors;
+  spec.image_h = layout.image_h;
+  spec.image_w = layout.image_w;
+  spec.validate();
+  return spec;
+}
+
+DetectionLoss::DetectionLoss(const nn::DetectHeadLayout& layout)
+    : loss_(head_spec(layout), detect::scaled_for(head_spec(layout))) {}
+
+namespace {
+// A buffer kept between steps, reallocated only when the shape (the local batch) or device changes.
+Tensor& keep(Tensor& t, const Shape& shape, Device device) {
+  if (t.shape() != shape || t.device() != device) t = Tensor(shape, device);
+  return t;
+}
+}  // namespace
+
+Tensor DetectionLoss::loss_and_gradient(const Tensor& rows, const data::BoxList& boxes, double* loss_sum) {
+  const int64_t b = rows.dim(0);
+  const Tensor host_rows = rows.to(Device::CPU);
+  keep(host_grad_, rows.shape(), Device::CPU);
+  const detect::YoloLoss::Result r =
+      loss_.compute(host_rows.data(), b, boxes, host_grad_.data(), kDetectionNominalBatch);
+  *loss_sum += r.total * double(b);
+  if (rows.device() == Device::CPU) return host_grad_;
+  keep(device_grad_, rows.shape(), rows.device());
+  device_grad_.copy_from(host_grad_);
+  return device_grad_;
+}
+
+double DetectionLoss::loss_sum(const Tensor& host_rows, const data::BoxList& boxes) const {
+  const int64_t per_image = host_rows.numel() / std::max<int64_t>(1, host_rows.dim(0));
+  double sum = 0;
+  data::BoxList one;
+  for (int64_t i = 0; i < host_rows.dim(0); ++i) {
+    one.offsets = {0, boxes.count(i)};
+    one.rows.assign(boxes.box(boxes.offsets[size_t(i)]), boxes.box(boxes.offsets[size_t(i + 1)]));
+    sum += loss_.compute(host_rows.data() + i * per_image, 1, one, nullptr, 1.0f).total;
+  }
+  return sum;
+}
+
+namespace {
+// One image's detections and ground truths as floats, for the gather to rank 0:
+// [detections, truths, then (x0, y0, x1, y1, score, class) per detection, (x0, y0, x1, y1, class) per truth].
+void pack_image(const std::vector<detect::Detection>& dets, const std::vector<detect::GroundTruth>& truths,
+                std::vector<float>& out) {
+  out.push_back(float(dets.size()));
+  out.push_back(float(truths.size()));
+  for (const detect::Detection& d : dets)
+    out.insert(out.end(), {d.box.x0, d.box.y0, d.box.x1, d.box.y1, d.score, float(d.cls)});
+  for (const detect::GroundTruth& t : truths) out.insert(out.end(), {t.box.x0, t.box.y0, t.box.x1, t.box.y1, float(t.cls)});
+}
+
+void unpack_images(const std::vector<float>& in, detect::MapAccumulator& acc) {
+  size_t i = 0;
+  while (i < in.size()) {
+    const size_t nd = size_t(in[i]), nt = size_t(in[i + 1]);
+    i += 2;
+    std::vector<detect::Detection> dets(nd);
+    for (detect::Detection& d : dets) {
+      d.box = {in[i], in[i + 1], in[i + 2], in[i + 3]};
+      d.score = in[i + 4], d.cls = int(in[i + 5]);
+      i += 6;
+    }
+    std::vector<detect::GroundTruth> truths(nt);
+    for (detect::GroundTruth& t : truths) {
+      t.box = {in[i], in[i + 1], in[i + 2], in[i + 3]};
+      t.cls = int(in[i + 4]);
+      i += 5;
+    }
+    acc.add_image(dets, truths);
+  }
+}
+}  // namespace
+
+DetectionTotals evaluate_detection(nn::Model& model, BatchSource& source, DeviceInput* input, MPI_Comm comm,
+                                   int64_t chunk) {
+  const nn::DetectHeadLayout* layout = model.detect_head();
+  HT_CHECK(layout, "evaluate_detection: the model has no Detect head");
+  const DetectionLoss loss(*layout);
+  const detect::DetectHeadSpec& spec = loss.yolo().spec();
+  int rank = 0, ranks = 1;
+  HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  HT_MPI_CHECK(MPI_Comm_size(comm, &ranks));
+  const int64_t n = source.info().num_samples;
+  const int64_t begin = n * rank / ranks, end = n * (rank + 1) / ranks;
+  const data::BatchForm form = input ? data::BatchForm::Raw : data::BatchForm::Float;
+  DetectionTotals t;
+  std::vector<float> packed;
+  for (int64_t start = begin; start < end; start += chunk) {
+    std::vector<int64_t> idx;
+    for (int64_t i = start; i < std::min(end, start + chunk); ++i) idx.push_back(i);
+    source.submit(idx, false, 0, form);
+    data::Batch batch = source.next();
+    const int64_t b = int64_t(idx.size());
+    Tensor images = input ? input->upload(batch).images : batch.images;
+    const Tensor rows = model.forward(images, /*training=*/false).to(Device::CPU);
+    t.loss_sum += loss.loss_sum(rows, batch.boxes);
+    const int64_t per_image = spec.rows_per_image() * spec.outputs();
+    for (int64_t i = 0; i < b; ++i) {
+      const auto candidates = detect::decode_image(spec, rows.data() + i * per_image);
+      pack_image(detect::nms(candidates), detect::ground_truths(spec, batch.boxes, i), packed);
+    }
+  }
+  t.count = double(end - begin);
+
+  // Rank 0 scores every image, in rank order = dataset order.
+  int mine = int(packed.size());
+  std::vector<int> sizes(static_cast<size_t>(ranks)), offsets(static_cast<size_t>(ranks));
+  HT_MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm));
+  std::vector<float> all;
+  if (rank == 0) {
+    int64_t total = 0;
+    for (int r = 0; r < ranks; ++r) offsets[size_t(r)] = int(total), total += sizes[size_t(r)];
+    HT_CHECK(total < (int64_t(1) << 31), "evaluation: too many detections to gather (", total, " floats)");
+    all.resize(size_t(total));
+  }
+  HT_MPI_CHECK(MPI_Gatherv(packed.data(), mine, MPI_FLOAT, all.data(), sizes.data(), offsets.data(), MPI_FLOAT, 0,
+                           comm));
+  double v[4] = {t.loss_sum, t.count, 0, 0};
+  if (rank == 0) {
+    detect::MapAccumulator acc(spec.num_classes);
+    unpack_images(all, acc);
+    t.map = acc.compute();
+    v[2] = t.map.map50, v[3] = t.map.map50_95;
+  }
+  HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, comm));
+  HT_MPI_CHECK(MPI_Bcast(v + 2, 2, MPI_DOUBLE, 0, comm));
+  t.loss_sum = v[0], t.count = v[1], t.map.map50 = v[2], t.map.map50_95 = v[3];
+  return t;
+}
+
+}  // namespace hetrain::train
