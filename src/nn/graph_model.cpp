@@ -706,22 +706,7 @@ void GraphModel::to(Device device, bool allow_tf32) {
   ws_.allow_tf32 = allow_tf32;
 }
 
-int64_t GraphModel::activation_bytes_per_sample() {
-  const ModelConfig& c = config_;
-  const Tensor saved_states = params_.states().clone();  // training forwards move the running statistics
-  int64_t pooled[2] = {0, 0};
-  for (int i = 0; i < 2; ++i) {
-    const int64_t batch = 2 << i;  // 2 and 4: batch norm needs more than one value per channel
-    ws_.release_all();
-    Tensor out = forward(Tensor({batch, c.in_channels, c.height, c.width}, device()), true);
-    backward(Tensor(out.shape(), device()));
-    pooled[i] = ws_.pooled_floats();
-  }
-  ws_.release_all();
-  params_.grads().zero();
-  params_.states().copy_from(saved_states);
-  return std::max<int64_t>(0, pooled[1] - pooled[0]) * int64_t(sizeof(float)) / 2;
-}
+int64_t GraphModel::activation_bytes_per_sample() { return measure_activation_bytes_per_sample(*this, ws_); }
 
 // ---------------------------------------------------------------- describe
 

@@ -39,6 +39,11 @@ class Workspace {
   std::vector<Tensor> pool_;  // 1-D owning tensors
 };
 
+// Model::activation_bytes_per_sample of a model whose layers take every activation and gradient from `pool`:
+// one training step at batch 2 and one at batch 4 on zero inputs, each from an empty pool; the pool's growth
+// per sample. Leaves the running statistics as they were and the gradients zero.
+int64_t measure_activation_bytes_per_sample(Model& model, Workspace& pool);
+
 // Activation buffers are reused from step to step: reallocated only when the shape changes (e.g. the last,
 // smaller batch of an epoch). Ops overwrite their outputs, so no zeroing is needed.
 inline Tensor& ensure_shape(Tensor& t, const Shape& shape, Device device = Device::CPU) {

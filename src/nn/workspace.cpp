@@ -22,6 +22,24 @@ Tensor Workspace::acquire(const Shape& shape, Device device) {
   return best->slice0(0, n).reshape(shape);
 }
 
+int64_t measure_activation_bytes_per_sample(Model& model, Workspace& pool) {
+  const ModelConfig& c = model.config();
+  ParamBuffer& params = model.params();
+  const Tensor saved_states = params.states().clone();  // training forwards move the running statistics
+  int64_t pooled[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t batch = 2 << i;  // 2 and 4: batch norm needs more than one value per channel
+    pool.release_all();
+    Tensor out = model.forward(Tensor({batch, c.in_channels, c.height, c.width}, model.device()), true);
+    model.backward(Tensor(out.shape(), model.device()));
+    pooled[i] = pool.pooled_floats();
+  }
+  pool.release_all();
+  params.grads().zero();
+  params.states().copy_from(saved_states);
+  return std::max<int64_t>(0, pooled[1] - pooled[0]) * int64_t(sizeof(float)) / 2;
+}
+
 int64_t Workspace::pooled_floats() const {
   int64_t s = 0;
   for (const Tensor& t : pool_) s += t.numel();

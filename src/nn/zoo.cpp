@@ -150,22 +150,7 @@ class ZooModel : public Model {
 
   int64_t pooled_floats() const override { return ws_.pooled_floats(); }
 
-  int64_t activation_bytes_per_sample() override {
-    const ModelConfig& c = config_;
-    const Tensor saved_states = params_.states().clone();  // training forwards move the running statistics
-    int64_t pooled[2] = {0, 0};
-    for (int i = 0; i < 2; ++i) {
-      const int64_t batch = 2 << i;  // 2 and 4: batch norm needs more than one value per channel
-      ws_.release_all();
-      Tensor logits = forward(Tensor({batch, c.in_channels, c.height, c.width}, device()), true);
-      backward(Tensor(logits.shape(), device()));
-      pooled[i] = ws_.pooled_floats();
-    }
-    ws_.release_all();
-    params_.grads().zero();
-    params_.states().copy_from(saved_states);
-    return std::max<int64_t>(0, pooled[1] - pooled[0]) * int64_t(sizeof(float)) / 2;
-  }
+  int64_t activation_bytes_per_sample() override { return measure_activation_bytes_per_sample(*this, ws_); }
 
  private:
   Workspace ws_;  // declared before net_: layers hold a pointer to it

@@ -4,6 +4,7 @@
 
 #include "detect/yolo_decode.hpp"
 #include "hetrain/error.hpp"
+#include "train/evaluate.hpp"
 
 namespace hetrain::train {
 
@@ -95,32 +96,22 @@ DetectionTotals evaluate_detection(nn::Model& model, BatchSource& source, Device
   HT_CHECK(layout, "evaluate_detection: the model has no Detect head");
   const DetectionLoss loss(*layout);
   const detect::DetectHeadSpec& spec = loss.yolo().spec();
-  int rank = 0, ranks = 1;
-  HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  HT_MPI_CHECK(MPI_Comm_size(comm, &ranks));
-  const int64_t n = source.info().num_samples;
-  const int64_t begin = n * rank / ranks, end = n * (rank + 1) / ranks;
-  const data::BatchForm form = input ? data::BatchForm::Raw : data::BatchForm::Float;
   DetectionTotals t;
   std::vector<float> packed;
-  for (int64_t start = begin; start < end; start += chunk) {
-    std::vector<int64_t> idx;
-    for (int64_t i = start; i < std::min(end, start + chunk); ++i) idx.push_back(i);
-    source.submit(idx, false, 0, form);
-    data::Batch batch = source.next();
-    const int64_t b = int64_t(idx.size());
-    Tensor images = input ? input->upload(batch).images : batch.images;
-    const Tensor rows = model.forward(images, /*training=*/false).to(Device::CPU);
+  const int64_t per_image = spec.rows_per_image() * spec.outputs();
+  t.count = double(for_each_eval_batch(model, source, input, comm, chunk,
+                                       [&](const data::Batch& batch, const Tensor&, const Tensor& rows) {
     t.loss_sum += loss.loss_sum(rows, batch.boxes);
-    const int64_t per_image = spec.rows_per_image() * spec.outputs();
-    for (int64_t i = 0; i < b; ++i) {
+    for (int64_t i = 0; i < rows.dim(0); ++i) {
       const auto candidates = detect::decode_image(spec, rows.data() + i * per_image);
       pack_image(detect::nms(candidates), detect::ground_truths(spec, batch.boxes, i), packed);
     }
-  }
-  t.count = double(end - begin);
+  }));
 
   // Rank 0 scores every image, in rank order = dataset order.
+  int rank = 0, ranks = 1;
+  HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  HT_MPI_CHECK(MPI_Comm_size(comm, &ranks));
   int mine = int(packed.size());
   std::vector<int> sizes(static_cast<size_t>(ranks)), offsets(static_cast<size_t>(ranks));
   HT_MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm));

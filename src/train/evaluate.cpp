@@ -32,6 +32,27 @@ std::string EvalTotals::score_text() const {
 
 double EvalTotals::headline() const { return detection() ? map50 : top1 / std::max(1.0, count); }
 
+int64_t for_each_eval_batch(nn::Model& model, BatchSource& source, DeviceInput* input, MPI_Comm comm,
+                            int64_t chunk,
+                            const std::function<void(const data::Batch& batch, const Tensor& images,
+                                                     const Tensor& host_outputs)>& use) {
+  int rank = 0, ranks = 1;
+  HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  HT_MPI_CHECK(MPI_Comm_size(comm, &ranks));
+  const int64_t n = source.info().num_samples;
+  const int64_t begin = n * rank / ranks, end = n * (rank + 1) / ranks;
+  const data::BatchForm form = input ? data::BatchForm::Raw : data::BatchForm::Float;
+  for (int64_t start = begin; start < end; start += chunk) {
+    std::vector<int64_t> idx;
+    for (int64_t i = start; i < std::min(end, start + chunk); ++i) idx.push_back(i);
+    source.submit(idx, false, 0, form);
+    const data::Batch batch = source.next();
+    const Tensor images = input ? input->upload(batch).images : batch.images;
+    use(batch, images, model.forward(images, /*training=*/false).to(Device::CPU));
+  }
+  return end - begin;
+}
+
 EvalTotals evaluate(nn::Model& model, BatchSource& source, DeviceInput* input, MPI_Comm comm, int64_t chunk,
                     const FirstBatchHook& first_batch) {
   if (model.detect_head()) {
@@ -40,24 +61,14 @@ EvalTotals evaluate(nn::Model& model, BatchSource& source, DeviceInput* input, M
     t.loss_sum = d.loss_sum, t.count = d.count, t.map50 = d.map.map50, t.map50_95 = d.map.map50_95;
     return t;
   }
-  int rank = 0, ranks = 1;
+  int rank = 0;
   HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  HT_MPI_CHECK(MPI_Comm_size(comm, &ranks));
-  const int64_t n = source.info().num_samples;
-  const int64_t begin = n * rank / ranks, end = n * (rank + 1) / ranks;
   const int K = source.info().num_classes;
-  const data::BatchForm form = input ? data::BatchForm::Raw : data::BatchForm::Float;
   EvalTotals t;
   bool first = rank == 0 && first_batch;
-  for (int64_t start = begin; start < end; start += chunk) {
-    std::vector<int64_t> idx;
-    for (int64_t i = start; i < std::min(end, start + chunk); ++i) idx.push_back(i);
-    source.submit(idx, false, 0, form);
-    data::Batch batch = source.next();
-    const int64_t b = int64_t(idx.size());
-    Tensor images = batch.images;
-    if (input) images = input->upload(batch).images;
-    const Tensor logits = model.forward(images, /*training=*/false).to(Device::CPU);
+  for_each_eval_batch(model, source, input, comm, chunk, [&](const data::Batch& batch, const Tensor& images,
+                                                             const Tensor& logits) {
+    const int64_t b = logits.dim(0);
     Tensor probs({b, K});
     t.loss_sum += double(cpu::softmax_xent_forward(probs.data(), logits.data(), batch.labels.data(), int(b), K,
                                                    0.0f)) * double(b);
@@ -68,7 +79,7 @@ EvalTotals evaluate(nn::Model& model, BatchSource& source, DeviceInput* input, M
       first_batch(images.to(Device::CPU), batch.labels, logits);
       first = false;
     }
-  }
+  });
   double v[4] = {t.loss_sum, t.top1, t.top5, t.count};
   HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_DOUBLE, MPI_SUM, comm));
   return {v[0], v[1], v[2], v[3]};

@@ -30,6 +30,14 @@ struct EvalTotals {
 using FirstBatchHook = std::function<void(const Tensor& inputs, const std::vector<int32_t>& labels,
                                           const Tensor& logits)>;
 
+// Runs this rank's contiguous share of `source` (ranks of `comm` in order) through the model in inference
+// mode, `chunk` samples at a time without augmentation, and hands each batch and the model's output,
+// brought to the host, to `use`. Returns the number of samples of the share. Not collective.
+int64_t for_each_eval_batch(nn::Model& model, BatchSource& source, DeviceInput* input, MPI_Comm comm,
+                            int64_t chunk,
+                            const std::function<void(const data::Batch& batch, const Tensor& images,
+                                                     const Tensor& host_outputs)>& use);
+
 // Collective over `comm`. `input` uploads batches for a model on a GPU (null on the CPU). Samples go
 // through the model `chunk` at a time without augmentation. A detector is scored by evaluate_detection
 // (train/detection.hpp): loss and mAP, no top-1.
