@@ -3,14 +3,14 @@
 # one run; nothing here fails on time (exit 0 unless something crashes). Read ratios, not absolute numbers:
 # the machine may be shared. See bench/README.md.
 #
-#   bench/run.sh [train] [reader] [hetero] [checkpoint] [modes] [overlap] [stragglers] [detect]     default: all eight
+#   bench/run.sh [train] [reader] [hetero] [checkpoint] [modes] [overlap] [stragglers] [detect] [detect_hetero]   default: all nine
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
 BIN=build/bin
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 CORES=$(getconf _NPROCESSORS_ONLN)
-SECTIONS=${*:-train reader hetero checkpoint modes overlap stragglers detect}
+SECTIONS=${*:-train reader hetero checkpoint modes overlap stragglers detect detect_hetero}
 TMP=$(mktemp -d /tmp/hetrain-bench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -203,7 +203,8 @@ for s in $SECTIONS; do
     overlap) echo; bench/overlap.sh ;;
     stragglers) echo; bench/stragglers.sh ;;
     detect) detect_step ;;
-    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint, modes, overlap, stragglers, detect)" >&2; exit 2 ;;
+    detect_hetero) echo; echo "== 9. a detector on unlike ranks (bench/detect_hetero.sh)"; bench/detect_hetero.sh ;;
+    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint, modes, overlap, stragglers, detect, detect_hetero)" >&2; exit 2 ;;
   esac
 done
 exit 0
