@@ -18,70 +18,14 @@
 #include "nn/graph_yaml.hpp"
 #include "nn/init.hpp"
 #include "nn/yolo_modules.hpp"
+#include "grad_check_util.hpp"
 #include "test_util.hpp"
 
 using namespace hetrain;
 using namespace hetrain::nn;
+using namespace hetrain::nn::test;
 
 namespace {
-
-struct Point {
-  std::string what;
-  float* value;
-  double analytic;
-};
-
-struct CheckResult {
-  int checked = 0, skipped = 0, bad = 0, nonzero = 0;
-};
-
-CheckResult check_points(const std::vector<Point>& points, const std::function<double()>& loss, float h, double atol,
-                         double rtol, bool report_each = true) {
-  CheckResult res;
-  for (const Point& pt : points) {
-    const float saved = *pt.value;
-    auto at = [&](float delta) {
-      *pt.value = saved + delta;
-      const double l = loss();
-      *pt.value = saved;
-      return l;
-    };
-    const double l0 = loss(), lp = at(h), lm = at(-h);
-    const double d1 = (lp - lm) / (2.0 * h), d2 = (at(2 * h) - at(-2 * h)) / (4.0 * h);
-    const double fp = (lp - l0) / h, fm = (l0 - lm) / h;
-    if (std::fabs(d2 - d1) > atol + 0.05 * std::fabs(d1) ||
-        std::fabs(fp - fm) > 2 * atol + 0.1 * std::max(std::fabs(fp), std::fabs(fm))) {
-      ++res.skipped;  // a kink within ±2h
-      continue;
-    }
-    const double fd = (4.0 * d1 - d2) / 3.0;  // Richardson
-    ++res.checked;
-    res.nonzero += std::fabs(pt.analytic) > 2 * atol;
-    if (std::fabs(fd - pt.analytic) > atol + rtol * std::fabs(pt.analytic)) {
-      ++res.bad;
-      if (report_each) ADD_FAILURE() << pt.what << ": analytic " << pt.analytic << " vs numeric " << fd;
-    }
-  }
-  return res;
-}
-
-double dot(const Tensor& y, const Tensor& r) {
-  double l = 0;
-  for (int64_t i = 0; i < y.numel(); ++i) l += double(y[i]) * r[i];
-  return l;
-}
-
-std::vector<Point> sample_params(ParamBuffer& pb, int per_tensor, uint64_t seed) {
-  std::vector<Point> pts;
-  std::mt19937_64 pick(seed);
-  for (const ParamSpec& s : pb.specs())
-    for (int k = 0; k < per_tensor; ++k) {
-      const int64_t j = static_cast<int64_t>(pick() % static_cast<uint64_t>(s.numel()));
-      pts.push_back({s.name + "[" + std::to_string(j) + "]", pb.values().data() + s.offset + j,
-                     pb.grads()[s.offset + j]});
-    }
-  return pts;
-}
 
 std::vector<Point> sample_input(const Tensor& x, const Tensor& dx, int count, uint64_t seed) {
   std::vector<Point> pts;
