@@ -4,22 +4,15 @@
 #include <cmath>
 
 #include "detect/yolo_decode.hpp"
+#include "detect_test_util.hpp"
 #include "hetrain/error.hpp"
 
 using namespace hetrain;
 using namespace hetrain::detect;
 
-namespace {
+using hetrain::detect::test::small_head;
 
-DetectHeadSpec small_head() {  // as in yolo_loss_test: 64 px, strides 8 and 16, 2 anchors, 3 classes
-  DetectHeadSpec s;
-  s.num_classes = 3;
-  s.anchors_per_level = 2;
-  s.strides = {8, 16};
-  s.anchors = {8, 8, 16, 24, 32, 32, 64, 48};
-  s.image_h = s.image_w = 64;
-  return s;
-}
+namespace {
 
 float logit(double p) { return float(std::log(p / (1 - p))); }
 

@@ -17,6 +17,7 @@
 
 using namespace hetrain;
 using namespace hetrain::nn;
+using test::shape_of;
 
 namespace {
 
@@ -48,11 +49,6 @@ std::string error_of(const std::string& text, int hw = 64, int classes = 0, int 
   return "";
 }
 
-Shape shape_of(const ParamBuffer& pb, const std::string& name) {
-  const int i = pb.find(name);
-  EXPECT_GE(i, 0) << "missing parameter " << name;
-  return i >= 0 ? pb.specs()[size_t(i)].shape : Shape{};
-}
 
 // A small, valid detector head on two levels (from layers 0 and 1), for the error cases to vary.
 const char* kTiny = R"(

@@ -5,9 +5,11 @@
 
 #include "hetrain/error.hpp"
 #include "hetrain/nn.hpp"
+#include "test_util.hpp"
 
 using namespace hetrain;
 using namespace hetrain::nn;
+using test::shape_of;
 
 namespace {
 ModelConfig cfg(const std::string& name, int c, int hw, int classes) {
@@ -22,11 +24,6 @@ std::string error_of(const ModelConfig& c) {
     return e.message();
   }
   return "";
-}
-Shape shape_of(const ParamBuffer& pb, const std::string& name) {
-  const int i = pb.find(name);
-  EXPECT_GE(i, 0) << "missing parameter " << name;
-  return i >= 0 ? pb.specs()[i].shape : Shape{};
 }
 }  // namespace
 
