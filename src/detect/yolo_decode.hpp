@@ -1,6 +1,6 @@
 // detect/yolo_decode.hpp — YOLOv5's Detect head outputs to scored boxes for evaluation (docs/detection.md,
-// "Decoding"): the inference branch of models/yolo.py Detect, then the candidate step of
-// utils/general.py non_max_suppression with multi_label (val.py's setting). The candidates go to
+// "Decoding"): the inference branch of YOLOv5's Detect, then the candidate step of its
+// non_max_suppression with multi_label (its validation setting). The candidates go to
 // detect::nms (hetrain/detect.hpp), then to MapAccumulator with ground_truths().
 #pragma once
 

@@ -1,5 +1,5 @@
-// detect/yolo_loss.hpp — YOLOv5's detection loss and target assignment (ultralytics YOLOv5 v6/v7,
-// utils/loss.py ComputeLoss and build_targets), one unit shared by training and evaluation.
+// detect/yolo_loss.hpp — YOLOv5's detection loss and target assignment (its ComputeLoss and build_targets,
+// v6/v7), one unit shared by training and evaluation.
 // Plain host code, no device. docs/detection.md, "Loss and targets", explains the layout, the matching,
 // the loss terms, the hyperparameter scaling and where this differs from YOLOv5.
 //
@@ -44,7 +44,7 @@ struct DetectHeadSpec {
 // YOLOv5's P3–P5 head (models/yolov5*.yaml): strides 8, 16, 32 and its default anchors.
 DetectHeadSpec yolov5_head(int num_classes, int image_h, int image_w);
 
-// YOLOv5's hyperparameters (data/hyps/hyp.scratch-low.yaml) for the loss, before train.py's scaling.
+// YOLOv5's default hyperparameters for the loss, before its training script's scaling (docs/detection.md).
 struct YoloLossConfig {
   float anchor_t = 4.0f;       // a target matches an anchor when both w and h ratios are within this factor
   std::vector<float> balance;  // objectness weight per level; empty = default_balance(levels)

@@ -1,7 +1,7 @@
 // nn/graph_model.hpp — a model built from a YAML file in YOLOv5's format: a directed graph of layers run in
 // file order (docs/models.md).
 //
-// Building follows YOLOv5's parse_model (models/yolo.py, v6.x): repeats scale by depth_multiple
+// Building follows YOLOv5's parse_model (v6.x; docs/models.md): repeats scale by depth_multiple
 // (max(round(n·gd), 1) when n > 1), output channels of Conv, Bottleneck, C3, SPPF, SPP by width_multiple
 // (ceil(c2·gw / 8)·8, unless c2 is the Detect width na·(5 + nc)); 'nc' and 'anchors' arguments take the
 // top-level values. Shapes are inferred for the configured input while building, so a mismatch (Concat of

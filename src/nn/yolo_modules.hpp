@@ -1,4 +1,4 @@
-// nn/yolo_modules.hpp — the layers of YOLOv5 (ultralytics v6.x models/common.py, models/yolo.py) and the
+// nn/yolo_modules.hpp — the layers of YOLOv5 (v6.x; docs/models.md) and the
 // multi-input layers of a graph model (docs/models.md).
 //
 // Parameter names follow YOLOv5's state_dict below the prefix the graph gives ("model.<i>"):

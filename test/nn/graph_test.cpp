@@ -63,7 +63,7 @@ head:
 
 }  // namespace
 
-// ultralytics YOLOv5 v6.x prints these in its model summary (models/yolo.py, nc=80, 640×640); the same
+// ultralytics YOLOv5 v6.x prints these in its model summary (nc=80, 640×640); the same
 // counts are sum(p.numel() for p in model.parameters()).
 TEST(GraphModel, YoloParameterCountsMatchUltralytics) {
   EXPECT_EQ(graph("yolov5n.yaml", 640)->param_count(), 1872157);
