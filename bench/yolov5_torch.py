@@ -36,7 +36,6 @@ Prints one key=value line like bench_train_step's (model= is the file's stem). E
 import argparse
 import math
 import os
-import resource
 import sys
 import time
 
@@ -47,6 +46,8 @@ try:
 except ImportError as e:  # Debian's python3-torch / python3-yaml are optional
     print(f"SKIP: cannot import torch or yaml ({e})")
     sys.exit(3)
+
+from pytorch_train_step import peak_rss_mib  # bench/, next to this file (run as bench/yolov5_torch.py)
 
 
 # ------------------------------------------------------------------------------------------------ modules
@@ -222,14 +223,6 @@ class YoloModel(nn.Module):
 
 
 # ------------------------------------------------------------------------------------------------ timing
-def peak_rss_mib():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="models/yolov5s.yaml", help="a YOLOv5 YAML file")

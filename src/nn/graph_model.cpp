@@ -157,33 +157,40 @@ Shape build_conv(const Ctx& c, const std::string& prefix, const Shape& in, std::
   return out;
 }
 
+// The arguments Bottleneck and C3 share, [c2, shortcut=True, g=1, e=0.5], checked; c2 after width_multiple.
+struct BottleneckArgs {
+  int c1, c2;
+  bool shortcut;
+  double e;
+};
+BottleneckArgs bottleneck_args(const Ctx& c, const Args& a, const char* module, const Shape& in) {
+  c.need_image(module, in);
+  BottleneckArgs r;
+  r.c1 = int(in[0]), r.c2 = c.width(a.integer(0, 0, 1));
+  r.shortcut = a.flag(1, true);
+  if (a.integer(2, 1) != 1) a.bad(2, "1 (grouped convolutions are not supported)");
+  r.e = a.number(3, 0.5);
+  if (!(r.e > 0) || int(r.c2 * r.e) < 1) a.bad(3, "a positive fraction leaving at least 1 hidden channel");
+  return r;
+}
+
 Shape build_bottleneck(const Ctx& c, const std::string& prefix, const Shape& in, std::unique_ptr<Layer>* layer,
                        std::string* text) {
   Args a(c.where(), "Bottleneck", c.args, {"c2", "shortcut=True", "g=1", "e=0.5"}, 1);
-  c.need_image("Bottleneck", in);
-  const int c1 = int(in[0]), c2 = c.width(a.integer(0, 0, 1));
-  const bool shortcut = a.flag(1, true);
-  if (a.integer(2, 1) != 1) a.bad(2, "1 (grouped convolutions are not supported)");
-  const double e = a.number(3, 0.5);
-  if (!(e > 0) || int(c2 * e) < 1) a.bad(3, "a positive fraction leaving at least 1 hidden channel");
-  *layer = std::make_unique<YoloBottleneck>(c.pb, prefix, c1, c2, shortcut, e, c.ws);
-  *text = "[" + std::to_string(c1) + ", " + std::to_string(c2) + a.rest(1) + "]";
-  return {c2, in[1], in[2]};
+  const BottleneckArgs b = bottleneck_args(c, a, "Bottleneck", in);
+  *layer = std::make_unique<YoloBottleneck>(c.pb, prefix, b.c1, b.c2, b.shortcut, b.e, c.ws);
+  *text = "[" + std::to_string(b.c1) + ", " + std::to_string(b.c2) + a.rest(1) + "]";
+  return {b.c2, in[1], in[2]};
 }
 
 // C3 takes the repeats itself (YOLOv5 inserts n into its args): the caller builds it once.
 Shape build_c3(const Ctx& c, const std::string& prefix, const Shape& in, std::unique_ptr<Layer>* layer,
                std::string* text) {
   Args a(c.where(), "C3", c.args, {"c2", "shortcut=True", "g=1", "e=0.5"}, 1);
-  c.need_image("C3", in);
-  const int c1 = int(in[0]), c2 = c.width(a.integer(0, 0, 1));
-  const bool shortcut = a.flag(1, true);
-  if (a.integer(2, 1) != 1) a.bad(2, "1 (grouped convolutions are not supported)");
-  const double e = a.number(3, 0.5);
-  if (!(e > 0) || int(c2 * e) < 1) a.bad(3, "a positive fraction leaving at least 1 hidden channel");
-  *layer = std::make_unique<C3>(c.pb, prefix, c1, c2, c.n, shortcut, e, c.ws);
-  *text = "[" + std::to_string(c1) + ", " + std::to_string(c2) + ", " + std::to_string(c.n) + a.rest(1) + "]";
-  return {c2, in[1], in[2]};
+  const BottleneckArgs b = bottleneck_args(c, a, "C3", in);
+  *layer = std::make_unique<C3>(c.pb, prefix, b.c1, b.c2, c.n, b.shortcut, b.e, c.ws);
+  *text = "[" + std::to_string(b.c1) + ", " + std::to_string(b.c2) + ", " + std::to_string(c.n) + a.rest(1) + "]";
+  return {b.c2, in[1], in[2]};
 }
 
 Shape build_sppf(const Ctx& c, const std::string& prefix, const Shape& in, std::unique_ptr<Layer>* layer,
