@@ -11,13 +11,17 @@ One step = zero_grad, forward, cross-entropy, backward, SGD (momentum 0.9, weigh
 random batch. Warm-up steps are untimed. Prints one key=value line, like bench_train_step.
 
 Usage: pytorch_train_step.py --model resnet20 --size 32 --batch 128 --threads 1 --warmup 2 --steps 5
-                             [--device cpu|cuda] [--tf32 0|1]
---device cuda: model and the fixed batch on GPU 0, fp32, NCHW (contiguous) memory format;
-torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32 both set from --tf32;
+                             [--device cpu|cuda] [--precision fp32|tf32|bf16|fp16 | --tf32 0|1]
+--device cuda: model and the fixed batch on GPU 0, fp32 parameters, NCHW (contiguous) memory format;
+torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32 both on at --precision tf32 only
+(--tf32 1 and 0 are the older spellings of tf32 and fp32); at bf16 and fp16, forward and loss run under
+torch.autocast('cuda', dtype=torch.bfloat16 / torch.float16) — PyTorch's own mixed precision, the counterpart
+of hetrain's 16-bit convolutions and dense layers — and fp16 steps through a torch.cuda.amp.GradScaler;
 cudnn.benchmark on (cuDNN algorithms measured per shape, as hetrain's cudnnFind* choice); the clock is read
-after torch.cuda.synchronize(). The line then also has device=cuda tf32=0|1, dev_mem_mb (the drop in the
-GPU's free memory from before the model was moved to after the timed steps, the same measure as
-bench_train_step's) and gpu=NAME (spaces as '_'), last.
+after torch.cuda.synchronize(). The line then also has device=cuda tf32=0|1 precision=fp32|tf32|bf16|fp16,
+dev_mem_mb (the drop in the GPU's free memory from before the model was moved to after the timed steps, the
+same measure as bench_train_step's) and gpu=NAME (spaces as '_'), last. On the CPU --precision is ignored
+(fp32), as in bench_train_step.
 Exits 3 with a line starting "SKIP" when torch cannot be imported, or with --device cuda when torch sees
 no CUDA device.
 """
@@ -32,6 +36,9 @@ try:
 except ImportError as e:  # Debian's python3-torch is optional
     print(f"SKIP: cannot import torch ({e})")
     sys.exit(3)
+
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 
 
 def bn(c):
@@ -196,8 +203,14 @@ def main():
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--max-seconds", type=float, default=0, help="stop timing after the step that crosses this")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("--tf32", type=int, choices=(0, 1), default=0, help="cuda: allow TF32 in cuDNN and matmul")
+    p.add_argument("--precision", choices=PRECISIONS, type=str.lower, default=None,
+                   help="cuda: fp32 (default), tf32 (TF32 in cuDNN and matmul), bf16 or fp16 (autocast)")
+    p.add_argument("--tf32", type=int, choices=(0, 1), default=None, help="the older switch: 1 = tf32, 0 = fp32")
     a = p.parse_args()
+    if a.precision is None:
+        a.precision = "tf32" if a.tf32 == 1 else "fp32"
+    elif a.tf32 is not None and a.precision != ("tf32" if a.tf32 == 1 else "fp32"):
+        p.error(f"--tf32 {a.tf32} contradicts --precision {a.precision}")
 
     cuda = a.device == "cuda"
     if cuda:
@@ -206,8 +219,8 @@ def main():
             print(f"SKIP: torch {torch.__version__} sees no CUDA device (torch CUDA: {built}, "
                   f"device count {torch.cuda.device_count()})")
             sys.exit(3)
-        torch.backends.cudnn.allow_tf32 = bool(a.tf32)
-        torch.backends.cuda.matmul.allow_tf32 = bool(a.tf32)
+        torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
         torch.backends.cudnn.benchmark = True
         torch.cuda.set_device(0)
         free_before = torch.cuda.mem_get_info(0)[0]
@@ -224,12 +237,27 @@ def main():
     y = torch.randint(0, a.classes, (a.batch,)).to(dev)
     params = sum(t.numel() for t in model.parameters())
     sync = torch.cuda.synchronize if cuda else (lambda: None)
+    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision) if cuda else None
+    scaler = None
+    if autocast_dtype == torch.float16:  # torch >= 2.3 spells it torch.amp.GradScaler("cuda"); the old name warns
+        scaler = torch.amp.GradScaler("cuda") if hasattr(torch.amp, "GradScaler") else torch.cuda.amp.GradScaler()
 
     def step():
         opt.zero_grad(set_to_none=False)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
+        if autocast_dtype is None:
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss.item()
+        with torch.autocast("cuda", dtype=autocast_dtype):
+            loss = loss_fn(model(x), y)
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
         return loss.item()
 
     for _ in range(a.warmup):
@@ -248,7 +276,8 @@ def main():
     if cuda:
         dev_mem_mb = max(0, free_before - torch.cuda.mem_get_info(0)[0]) / 2**20
         gpu = torch.cuda.get_device_name(0).replace(" ", "_").replace("=", "_")
-        extra = f" device=cuda tf32={a.tf32} dev_mem_mb={dev_mem_mb:.0f} gpu={gpu}"
+        tf32 = int(a.precision == "tf32")
+        extra = f" device=cuda tf32={tf32} precision={a.precision} dev_mem_mb={dev_mem_mb:.0f} gpu={gpu}"
     print(f"impl=pytorch-{torch.__version__} model={a.model} size={a.size} batch={a.batch} threads={a.threads} "
           f"steps={done} params={params} seconds={seconds:.4f} samples_per_s={a.batch * done / seconds:.3f} "
           f"peak_mb={peak_rss_mib():.1f} loss={loss:.4f}{extra}")

@@ -6,7 +6,7 @@
 // Run one configuration per process so that the peak resident memory (VmHWM) belongs to it alone.
 //
 //   bench_train_step --model resnet20 --size 32 --batch 128 --threads 1 --warmup 2 --steps 5 [--max-seconds S]
-//                    [--device cpu|cuda] [--tf32 0|1] [--cpu-conv auto|im2col]
+//                    [--device cpu|cuda] [--precision fp32|tf32|bf16|fp16 | --tf32 0|1] [--cpu-conv auto|im2col]
 //   bench_train_step --model models/yolov5s.yaml --size 320 --batch 8 --classes 10 ...   (a detector)
 // A detector (a model file whose Detect head makes model->detect_head() non-null) has no logits: its step
 // uses a fixed objective instead of a loss, exactly as bench/yolov5_torch.py does on the PyTorch side —
@@ -18,9 +18,13 @@
 // Prints one line of key=value pairs that bench/run.sh (CPU) and scripts/gpu-check.sh (CUDA) collect.
 // --device cuda: the model on GPU 0 (cuDNN/cuBLAS/our kernels on the legacy default stream), the batch
 // uploaded once, the loss through cuda::softmax_xent_*; the clock is read after cuda::device_synchronize()
-// so the timed region holds finished GPU work. The line then also has device=cuda tf32=0|1, dev_mem_mb (the
-// drop in the GPU's free memory from before the model was moved to after the timed steps: parameters,
-// optimizer state, activations, cuDNN workspaces; not a true peak) and gpu=NAME (spaces as '_'), last.
+// so the timed region holds finished GPU work. --precision is how the convolutions and dense layers multiply
+// (hetrain/precision.hpp: fp32, tf32, or bf16/fp16 operands with FP32 accumulation; tensors stay float);
+// --tf32 1 and --tf32 0 remain as the older spellings of tf32 and fp32. No loss scaling at fp16: one fixed
+// batch, the throughput is what is measured. The line then also has device=cuda tf32=0|1 (1 at tf32 only),
+// precision=fp32|tf32|bf16|fp16, dev_mem_mb (the drop in the GPU's free memory from before the model was moved
+// to after the timed steps: parameters, optimizer state, activations, cuDNN workspaces, the 16-bit operands'
+// scratch; not a true peak) and gpu=NAME (spaces as '_'), last.
 // Without a GPU it prints one line "SKIP: no CUDA device: ..." and exits 3.
 #include <chrono>
 #include <cstdio>
@@ -39,6 +43,7 @@
 #include "hetrain/nn.hpp"
 #include "hetrain/ops.hpp"
 #include "hetrain/optim.hpp"
+#include "hetrain/precision.hpp"
 #include "hetrain/threading.hpp"
 
 namespace {
@@ -48,7 +53,7 @@ struct Options {
   int channels = 3, size = 32, classes = 10, batch = 128, threads = 1, warmup = 2, steps = 5;
   double max_seconds = 0;  // > 0: stop timing after the step that crosses this (at least one step)
   std::string device = "cpu";  // cpu | cuda
-  int tf32 = 0;                // cuda: let cuDNN/cuBLAS use TF32 tensor cores
+  hetrain::Precision precision = hetrain::Precision::FP32;  // cuda: how convolutions and dense layers multiply
   std::string cpu_conv = "auto";  // cpu: auto (oneDNN when built with it) or im2col (the twin, for comparison)
   int show = 0;                   // 1: print a model file's layer table and exit
 };
@@ -80,7 +85,12 @@ Options parse(int argc, char** argv) {
     else if (key == "--steps") o.steps = std::atoi(v);
     else if (key == "--max-seconds") o.max_seconds = std::atof(v);
     else if (key == "--device") o.device = v;
-    else if (key == "--tf32") o.tf32 = std::atoi(v);
+    else if (key == "--precision") o.precision = hetrain::parse_precision(v, "bench_train_step: --precision");
+    else if (key == "--tf32") {  // the older switch: 1 = tf32, 0 = fp32
+      HT_CHECK(std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0, "bench_train_step: --tf32 must be 0 or 1, got ",
+               v);
+      o.precision = std::strcmp(v, "1") == 0 ? hetrain::Precision::TF32 : hetrain::Precision::FP32;
+    }
     else if (key == "--cpu-conv") o.cpu_conv = v;
     else if (key == "--show") o.show = std::atoi(v);
     else HT_THROW("bench_train_step: unknown option ", key);
@@ -90,7 +100,6 @@ Options parse(int argc, char** argv) {
            o.device, "'");
   HT_CHECK(o.cpu_conv == "auto" || o.cpu_conv == "im2col", "bench_train_step: --cpu-conv must be auto or im2col, got '",
            o.cpu_conv, "'");
-  HT_CHECK(o.tf32 == 0 || o.tf32 == 1, "bench_train_step: --tf32 must be 0 or 1, got ", o.tf32);
   return o;
 }
 
@@ -237,9 +246,10 @@ void print_cuda_line(const Options& o, const hetrain::nn::Model& model, int done
   for (char& c : gpu)
     if (c == ' ' || c == '=') c = '_';  // one token, so key=value parsers read it whole
   std::printf("impl=hetrain model=%s size=%d batch=%d threads=%d steps=%d params=%lld seconds=%.4f "
-              "samples_per_s=%.3f peak_mb=%.1f loss=%.4f device=cuda tf32=%d dev_mem_mb=%.0f gpu=%s%s\n",
+              "samples_per_s=%.3f peak_mb=%.1f loss=%.4f device=cuda tf32=%d precision=%s dev_mem_mb=%.0f gpu=%s%s\n",
               model_label(o.model).c_str(), o.size, o.batch, o.threads, done, (long long)model.param_count(), seconds,
-              double(o.batch) * done / seconds, peak_rss_mib(), loss, o.tf32, dev_mem_mb, gpu.c_str(), extra.c_str());
+              double(o.batch) * done / seconds, peak_rss_mib(), loss, o.precision == hetrain::Precision::TF32 ? 1 : 0,
+              hetrain::precision_name(o.precision), dev_mem_mb, gpu.c_str(), extra.c_str());
 }
 
 // A detector on GPU 0: the fixed gradient uploaded once; every step copies the rows to the host for the
@@ -277,7 +287,7 @@ int run_cuda(const Options& o) {
   hetrain::set_num_threads(o.threads);  // host-side work (initialisation) only
   const hetrain::CudaDeviceInfo before = hetrain::cuda_device_info(0);  // also makes GPU 0 current
   auto model = make_model(o);  // initialised on the host (same seed as the CPU path), then moved
-  model->to(Device::CUDA, o.tf32 == 1);
+  model->to(Device::CUDA, o.precision);
   hetrain::optim::Sgd sgd(model->params(), hetrain::optim::SgdConfig{});
   const int N = o.batch, K = o.classes;
   Batch host = random_batch(o);

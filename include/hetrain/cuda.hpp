@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "hetrain/ops.hpp"
+#include "hetrain/precision.hpp"
 
 struct CUstream_st;
 struct CUevent_st;
@@ -205,15 +206,34 @@ class NcclCommunicator {
   std::unique_ptr<Impl> impl_;
 };
 
+// ---------------------------------------------------------------- 16-bit operands (kernels/cast.cu)
+// The BF16 and FP16 convolutions and dense layers keep every tensor in float and round only their operands to
+// 16 bits on the way into cuDNN/cuBLAS (docs/precision.md). `half` is a device array of n 16-bit values as raw
+// bits (this header includes no CUDA header): bfloat16 for Precision::BF16, IEEE binary16 for Precision::FP16;
+// any other precision throws. Rounding is to nearest, ties to even. FP16 overflows to ±Inf from 65520 up (what
+// rounds beyond its largest value, 65504), which the loss scaler's non-finite count then sees; NaN stays NaN.
+// half [n] = round(in [n])
+void cast_to_16bit(void* half, const float* in, int64_t n, Precision precision, CudaStream stream);
+// out [n] = half [n] (exact: every 16-bit value is a float)
+void cast_from_16bit(float* out, const void* half, int64_t n, Precision precision, CudaStream stream);
+// acc [n] += half [n] (a 16-bit weight gradient added to the float one)
+void accumulate_16bit(float* acc, const void* half, int64_t n, Precision precision, CudaStream stream);
+// Device memory the current device holds for those operands (src/cuda/low_precision.cpp): one scratch shared by
+// every 16-bit convolution and dense layer, grown to the largest need, for memory planning to count beside the
+// activations. 0 when no 16-bit layer ran there, and in a CPU-only build.
+size_t low_precision_scratch_bytes();
+
 // ---------------------------------------------------------------- cuDNN convolution (src/cuda/conv_cudnn.cpp)
 // NCHW float convolution through cuDNN with the same contract as cpu::conv2d_*: forward overwrites out and
 // adds bias; backward overwrites din (when non-null) and ACCUMULATES dweight and dbias (dbias may be null).
 // The algorithms are chosen once per shape (cached for the process) among those whose workspace fits
-// max_workspace_bytes. TF32 tensor-core math is allowed only when allow_tf32 is true. All convolutions on a
-// device share one workspace: never run two of them at the same time on different streams.
+// max_workspace_bytes. `precision` (hetrain/precision.hpp): FP32 FMA math; TF32 tensor-core math; or BF16/FP16
+// operands (the float data cast on the way in and out, FP32 accumulation, docs/precision.md). All convolutions on a
+// device share one workspace, and the 16-bit ones one operand scratch (low_precision_scratch_bytes()): never run
+// two of them at the same time on different streams.
 struct CudnnConvOptions {
   size_t max_workspace_bytes = size_t(256) << 20;
-  bool allow_tf32 = false;
+  Precision precision = Precision::FP32;
   bool deterministic = false;  // only algorithms whose results do not depend on scheduling
 };
 // cudnnFind runs so far in this process (each new shape measures its algorithms once, which can take far
@@ -280,11 +300,13 @@ void relu_backward(float* din, const float* dout, const float* out, int64_t n, C
 // ---------------------------------------------------------------- dense layer (src/cuda/linear_cublas.cpp)
 // Row-major, as cpu::linear_*: out [N, O] = in [N, I] · weight [O, I]ᵀ + bias [O] (bias may be null).
 // Backward overwrites din [N, I] and ACCUMULATES dweight [O, I] and dbias [O]; each may be null (not needed).
-// allow_tf32: cuBLAS may use TF32 tensor cores (10-bit mantissa products); otherwise plain FP32.
+// precision: FP32; TF32 tensor-core products (10-bit mantissa); or BF16/FP16 operands with FP32 accumulation
+// (docs/precision.md). The data in and out stays float. At BF16/FP16 the operands are cast into the device's
+// shared 16-bit scratch (as the convolutions'): never run two such calls at the same time on different streams.
 void linear_forward(float* out, const float* in, const float* weight, const float* bias, int N, int I, int O,
-                    CudaStream stream, bool allow_tf32 = false);
+                    CudaStream stream, Precision precision = Precision::FP32);
 void linear_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in, const float* weight,
-                     int N, int I, int O, CudaStream stream, bool allow_tf32 = false);
+                     int N, int I, int O, CudaStream stream, Precision precision = Precision::FP32);
 
 }  // namespace cuda
 }  // namespace hetrain

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "hetrain/precision.hpp"
 #include "hetrain/tensor.hpp"
 
 namespace hetrain::nn {
@@ -128,8 +129,9 @@ class Model {
   virtual bool has_batch_coupling() const = 0;
   // Moves the parameters and the model's buffers to `device`; forward() then takes inputs there and
   // returns logits there. On CUDA the layers run cuDNN/cuBLAS/our kernels on the legacy default stream;
-  // allow_tf32 lets convolutions and dense layers use TF32 tensor cores (10-bit mantissa products).
-  virtual void to(Device device, bool allow_tf32 = false) = 0;
+  // `precision` is how convolutions and dense layers multiply on a GPU (hetrain/precision.hpp); parameters,
+  // gradients and activations stay FP32 tensors at every precision. A CPU model computes in FP32.
+  virtual void to(Device device, Precision precision = Precision::FP32) = 0;
   Device device() const { return params_.device(); }
   // Detectors: the layout of what forward() returns (rows, not logits); null for a classifier.
   virtual const DetectHeadLayout* detect_head() const { return nullptr; }

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "hetrain/precision.hpp"
+
 namespace hetrain::train {
 
 // Exit status of a run that a stop signal (SIGTERM, SIGUSR1, SIGINT) ended early after writing its
@@ -48,7 +50,7 @@ struct TrainConfig {
   uint64_t seed = 1;
   int threads = 1;
   std::string device = "auto";     // auto | cpu | cuda (may differ per rank: a job can mix CPU and GPU ranks)
-  bool tf32 = false;                // GPU ranks: TF32 tensor cores in convolutions and dense layers
+  Precision precision = Precision::FP32;  // GPU ranks' convolutions and dense layers (docs/precision.md)
 
   // distribution and balancing
   std::string mode = "sync";        // sync | async | hybrid (docs/architecture.md, "Training modes")
@@ -82,6 +84,7 @@ struct TrainConfig {
   std::string dump_samples;         // write "epoch index" of every sample this rank trained on; %r = rank
   bool quiet = false;
   std::string debug_fail_at;        // "RANK:STEP": that rank throws at that step (tests the no-hang path)
+  std::string debug_overflow_at;    // "RANK:STEP": that rank's loss gradient is multiplied by Inf at that step
 
   // The effective configuration as `hetrain train --print-config` writes it (config-file syntax); stored in
   // checkpoints. Empty when the configuration did not come from the command line (canonical() is used).

@@ -69,7 +69,13 @@ const char* kUsage =
     "checkpoint (continue with --resume auto). Datasets are HDF5 files made by hetrain-pack\n"
     "(docs/dataset-format.md); checkpoints are described in docs/checkpoint-format.md.\n";
 
-po::options_description train_options(TrainConfig& c, std::string& shape, std::string& milestones, bool& no_bn_decay) {
+// The options that reach TrainConfig only after a conversion (lists, the precision, negated switches).
+struct RawTrainOptions {
+  std::string shape, milestones, precision;
+  bool no_bn_decay = false, tf32 = false;
+};
+
+po::options_description train_options(TrainConfig& c, RawTrainOptions& raw) {
   po::options_description data("Data");
   data.add_options()
       ("data", po::value(&c.data_path), "training dataset: an HDF5 file or shard index made by hetrain-pack")
@@ -79,7 +85,7 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
        "after T s of training' each (T leaves validation out)")
       ("synthetic", po::value(&c.synthetic), "train on N in-memory synthetic samples instead of --data")
       ("synthetic-val", po::value(&c.synthetic_val), "held-out synthetic samples for validation")
-      ("synthetic-shape", po::value(&shape)->default_value("3,32,32"), "C,H,W of synthetic images")
+      ("synthetic-shape", po::value(&raw.shape)->default_value("3,32,32"), "C,H,W of synthetic images")
       ("synthetic-classes", po::value(&c.synthetic_classes)->default_value(10), "classes of synthetic data")
       ("augment", po::bool_switch(&c.augment), "random crop (4-pixel padding) and horizontal flip")
       ("prefetch", po::value(&c.prefetch_depth)->default_value(2), "batches read ahead by the background reader")
@@ -100,18 +106,22 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
       ("linear-scaling", po::bool_switch(&c.linear_scaling), "use lr × global-batch / 256 (linear scaling rule)")
       ("warmup-epochs", po::value(&c.warmup_epochs)->default_value(0.0f, "0"), "linear warm-up length in epochs")
       ("schedule", po::value(&c.schedule)->default_value("cosine"), "after warm-up: cosine | step | constant")
-      ("milestones", po::value(&milestones), "step schedule: epochs at which lr is multiplied by --gamma, e.g. 30,60")
+      ("milestones", po::value(&raw.milestones), "step schedule: epochs at which lr is multiplied by --gamma, e.g. 30,60")
       ("gamma", po::value(&c.gamma)->default_value(0.1f, "0.1"), "step schedule factor")
       ("momentum", po::value(&c.momentum)->default_value(0.9f, "0.9"), "SGD momentum")
       ("nesterov", po::bool_switch(&c.nesterov), "Nesterov momentum")
       ("weight-decay", po::value(&c.weight_decay)->default_value(5e-4f, "5e-4"), "L2 weight decay")
-      ("no-bn-decay", po::bool_switch(&no_bn_decay), "no weight decay on batch-norm parameters and biases")
+      ("no-bn-decay", po::bool_switch(&raw.no_bn_decay), "no weight decay on batch-norm parameters and biases")
       ("label-smoothing", po::value(&c.label_smoothing)->default_value(0.0f, "0"), "label smoothing epsilon")
       ("seed", po::value(&c.seed)->default_value(1), "seed of initialisation, sample order and augmentation")
       ("threads", po::value(&c.threads)->default_value(1), "CPU threads per rank")
       ("device", po::value(&c.device)->default_value("auto"),
        "auto = the GPU of this rank's node-local rank when one answers, else the CPU (with a notice) | cpu | cuda")
-      ("tf32", po::bool_switch(&c.tf32), "GPU: allow TF32 tensor cores in convolutions and dense layers (FP32 otherwise)");
+      ("precision", po::value(&raw.precision)->default_value("fp32"),
+       "GPU ranks' convolutions and dense layers: fp32 | tf32 (tensor cores, 10-bit mantissa products) | bf16 | "
+       "fp16 (16-bit operands, FP32 accumulation; fp16 with dynamic loss scaling). Weights, optimizer, batch-norm "
+       "statistics, loss and gradient reduction stay FP32; CPU ranks compute in FP32 (docs/precision.md)")
+      ("tf32", po::bool_switch(&raw.tf32), "the older spelling of --precision tf32");
   po::options_description dist("Distribution and load balancing");
   dist.add_options()
       ("mode", po::value(&c.mode)->default_value("sync"),
@@ -165,6 +175,9 @@ po::options_description train_options(TrainConfig& c, std::string& shape, std::s
       ("dump-samples", po::value(&c.dump_samples), "write 'epoch index' of every sample trained on (%r = rank)")
       ("quiet", po::bool_switch(&c.quiet), "no progress output")
       ("debug-fail-at", po::value(&c.debug_fail_at), "testing aid: rank RANK fails at step STEP (RANK:STEP)")
+      ("debug-overflow-at", po::value(&c.debug_overflow_at),
+       "testing aid: rank RANK's loss gradient is multiplied by Inf at step STEP (RANK:STEP; async/hybrid: its "
+       "local step), as an FP16 overflow would make it")
       ("config", po::value<std::string>(),
        "read options from this file: 'key = value' lines named like the long options, '#' comments; the "
        "command line overrides it")
@@ -239,9 +252,8 @@ int cmd_devices() {
 
 int cmd_train(int argc, char** argv) {
   TrainConfig cfg;
-  std::string shape, milestones;
-  bool no_bn_decay = false;
-  po::options_description opts = train_options(cfg, shape, milestones, no_bn_decay);
+  RawTrainOptions raw;
+  po::options_description opts = train_options(cfg, raw);
   po::variables_map vm;
   try {
     hetrain::train::parse_command_line(argc, argv, opts, vm);
@@ -251,10 +263,24 @@ int cmd_train(int argc, char** argv) {
     }
     if (vm.count("config")) hetrain::train::parse_config_file(vm["config"].as<std::string>(), opts, vm);
     po::notify(vm);
-    cfg.synthetic_shape = parse_ints(shape, "--synthetic-shape");
-    if (!milestones.empty()) cfg.milestones = parse_ints(milestones, "--milestones");
-    cfg.decay_bn_and_bias = !no_bn_decay;
-    cfg.config_text = hetrain::train::effective_config(opts, vm, {"help", "config", "print-config"});
+    cfg.synthetic_shape = parse_ints(raw.shape, "--synthetic-shape");
+    if (!raw.milestones.empty()) cfg.milestones = parse_ints(raw.milestones, "--milestones");
+    cfg.decay_bn_and_bias = !raw.no_bn_decay;
+    cfg.precision = hetrain::parse_precision(raw.precision, "--precision");
+    if (raw.tf32) {
+      if (!vm["precision"].defaulted() && cfg.precision != hetrain::Precision::TF32)
+        throw std::runtime_error("--tf32 (the older spelling of --precision tf32) contradicts --precision " +
+                                 raw.precision + ": give only --precision");
+      cfg.precision = hetrain::Precision::TF32;
+      if (launcher_rank() == 0)
+        std::fprintf(stderr, "hetrain: note: --tf32 is the older spelling of --precision tf32; use that instead\n");
+    }
+    // The alias is written out as what it means, so the printed configuration repeats the run without it.
+    cfg.config_text = hetrain::train::effective_config(opts, vm, {"help", "config", "print-config", "tf32"});
+    const std::string fp32_line = "precision = fp32\n";
+    const size_t at = cfg.config_text.find(fp32_line);
+    if (cfg.precision == hetrain::Precision::TF32 && at != std::string::npos)
+      cfg.config_text.replace(at, fp32_line.size(), "precision = tf32\n");
     if (vm.count("print-config")) {
       if (launcher_rank() == 0) std::fputs(cfg.config_text.c_str(), stdout);
       return 0;

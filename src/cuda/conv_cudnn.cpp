@@ -5,6 +5,26 @@
 // fits the bound are considered. All convolutions of a device share one workspace, grown to the largest
 // need: layers run one after another on one stream, so a ResNet-50 holds one layer's workspace instead of
 // the sum over its 53 convolutions (each up to the bound). The contract is cpu::conv2d_*'s: forward overwrites, dweight/dbias accumulate (beta = 1).
+//
+// BF16 and FP16 (docs/precision.md). Tensors stay float; only the convolution's operands are 16-bit. The
+// x, w and y descriptors take the 16-bit type and the convolution descriptor computes in float: cuDNN's
+// PSEUDO_BFLOAT16 / PSEUDO_HALF configurations, products accumulated in FP32, tensor-core math. What is
+// cast where (kernels/cast.cu, into the device's 16-bit scratch, src/cuda/low_precision.hpp):
+//   forward:         x, w → 16 bits; y16 = conv(x16, w16); out = float(y16); out += bias in FP32
+//   backward data:   dout, w → 16 bits; dx16 = conv_bwd_data(w16, dout16); din = float(dx16) (overwritten)
+//   backward filter: in → 16 bits; dw16 = conv_bwd_filter(x16, dout16) with beta = 0; dweight += float(dw16)
+//   bias gradient:   in FP32 from the float dout, as at every precision
+// The bias stays out of the 16-bit path (an FP32 y descriptor serves cudnnAddTensor and
+// cudnnConvolutionBackwardBias), so the one rounding of a forward is y's. dw16 cannot accumulate in place:
+// the float gradient is not a 16-bit tensor, so cuDNN writes the step's gradient into scratch and a kernel
+// adds it. The FP16 consequence: y16, dx16 and dw16 must fit in ±65504 — the loss scale sizes dout so that
+// they do, and an overflow becomes Inf, which the loss scaler's non-finite count detects.
+// The weight is cast again in backward rather than kept from forward: a copy kept per layer between the two
+// would cost 16-bit weights for every layer of the model, stale the moment the optimizer steps, while the
+// cast is a pass over the weights, small next to the activations the same layer casts.
+// The scratch is carved into three regions, sized by the layer's shapes: A (x-sized), B (y-sized), C (w-sized).
+// Forward uses A = x16, B = y16, C = w16. Backward: B = dout16, C = w16, A = dx16 (cast to din), then
+// A = x16 and C = dw16 — each reuse comes after the last reader of the region on the same stream.
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -13,6 +33,7 @@
 
 #include "cuda/check.cuh"
 #include "cuda/handles.hpp"
+#include "cuda/low_precision.hpp"
 #include "hetrain/cuda.hpp"
 
 namespace hetrain::cuda {
@@ -26,7 +47,7 @@ struct Algos {
   size_t workspace;
 };
 
-using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, bool, bool, size_t>;
+using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool, size_t>;
 std::mutex g_cache_mutex;
 std::map<Key, Algos> g_cache;
 std::atomic<int64_t> g_searches{0};
@@ -48,32 +69,47 @@ char* shared_workspace(size_t bytes) {
   return ws.data();
 }
 
-// The fastest result that succeeded, fits the workspace bound, is deterministic (if asked) and, without
-// TF32, runs in plain FP32 FMA math (CUDNN_DEFAULT_MATH may use TF32 tensor cores for float data).
+// The fastest result that succeeded, fits the workspace bound, is deterministic (if asked) and, at FP32,
+// runs in plain FP32 FMA math (CUDNN_DEFAULT_MATH may use TF32 tensor cores for float data). TF32 and the
+// 16-bit precisions take any math type: with 16-bit operands every one accumulates in FP32 (the PSEUDO
+// configurations), whether on tensor cores or not.
 template <typename Perf>
-const Perf* pick(const Perf* results, int count, size_t max_ws, bool deterministic, bool allow_tf32) {
+const Perf* pick(const Perf* results, int count, size_t max_ws, bool deterministic, Precision precision) {
   for (int i = 0; i < count; ++i) {  // cuDNN sorts by time
     const Perf& r = results[i];
     if (r.status != CUDNN_STATUS_SUCCESS || r.memory > max_ws) continue;
-    if (!allow_tf32 && r.mathType != CUDNN_FMA_MATH) continue;
+    if (precision == Precision::FP32 && r.mathType != CUDNN_FMA_MATH) continue;
     if (deterministic && r.determinism != CUDNN_DETERMINISTIC) continue;
     return &r;
   }
   return nullptr;
+}
+
+// The element type of the convolution's x, w and y at `precision`.
+cudnnDataType_t operand_type(Precision precision) {
+  switch (precision) {
+    case Precision::BF16: return CUDNN_DATA_BFLOAT16;
+    case Precision::FP16: return CUDNN_DATA_HALF;
+    default: return CUDNN_DATA_FLOAT;
+  }
 }
 }  // namespace
 
 struct CudnnConv2d::Impl {
   cpu::Conv2dGeom g;
   CudnnConvOptions opt;
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  // x, w, y: the convolution's operands, in operand_type(precision); y_float and bias: the float output and
+  // the bias, for the bias and its gradient (the same layout as y in float).
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, y_float = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv_fwd = nullptr, conv_bwd_data = nullptr, conv_bwd_filter = nullptr;
   Algos algos{};
+  int64_t n_in = 0, n_out = 0, n_w = 0;  // elements of x, y and w
 
   ~Impl() {
     if (x) cudnnDestroyTensorDescriptor(x);
     if (y) cudnnDestroyTensorDescriptor(y);
+    if (y_float) cudnnDestroyTensorDescriptor(y_float);
     if (bias) cudnnDestroyTensorDescriptor(bias);
     if (w) cudnnDestroyFilterDescriptor(w);
     for (auto c : {conv_fwd, conv_bwd_data, conv_bwd_filter})
@@ -85,7 +121,25 @@ struct CudnnConv2d::Impl {
     // CUDNN_CROSS_CORRELATION: what deep-learning "convolution" (and cpu::conv2d) computes.
     HT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(*c, g.pad, g.pad, g.stride, g.stride, 1, 1,
                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    HT_CUDNN_CHECK(cudnnSetConvolutionMathType(*c, opt.allow_tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+    // The search below may still settle on another math type per direction (it reports the one it ran).
+    HT_CUDNN_CHECK(cudnnSetConvolutionMathType(
+        *c, opt.precision == Precision::FP32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+  }
+
+  bool low_precision() const { return is_16bit(opt.precision); }
+
+  // The 16-bit operands in the device's scratch: regions A (x-sized), B (y-sized), C (w-sized), see the top
+  // of this file.
+  struct Scratch {
+    void *a, *b, *c;
+  };
+  size_t scratch_bytes() const {
+    return detail::half_region_bytes(n_in) + detail::half_region_bytes(n_out) + detail::half_region_bytes(n_w);
+  }
+  Scratch scratch() const {
+    char* base = detail::low_precision_scratch(scratch_bytes());
+    char* b = base + detail::half_region_bytes(n_in);
+    return {base, b, b + detail::half_region_bytes(n_out)};
   }
 
   Algos choose(cudnnHandle_t h) {
@@ -96,13 +150,13 @@ struct CudnnConv2d::Impl {
     int n = 0;
     cudnnConvolutionFwdAlgoPerf_t fr[kMax];
     HT_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, x, w, conv_fwd, y, kMax, &n, fr));
-    auto* f = pick(fr, n, max_ws, opt.deterministic, opt.allow_tf32);
+    auto* f = pick(fr, n, max_ws, opt.deterministic, opt.precision);
     cudnnConvolutionBwdDataAlgoPerf_t dr[kMax];
     HT_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, w, y, conv_bwd_data, x, kMax, &n, dr));
-    auto* d = pick(dr, n, max_ws, opt.deterministic, opt.allow_tf32);
+    auto* d = pick(dr, n, max_ws, opt.deterministic, opt.precision);
     cudnnConvolutionBwdFilterAlgoPerf_t wr[kMax];
     HT_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(h, x, y, conv_bwd_filter, w, kMax, &n, wr));
-    auto* b = pick(wr, n, max_ws, opt.deterministic, opt.allow_tf32);
+    auto* b = pick(wr, n, max_ws, opt.deterministic, opt.precision);
     HT_CHECK(f && d && b, "cuDNN has no convolution algorithm for ", shape(), " within a workspace of ", max_ws,
              " bytes", opt.deterministic ? " (deterministic only)" : "", ": raise the workspace bound");
     a.fwd = f->algo, a.fwd_math = f->mathType;
@@ -128,14 +182,20 @@ CudnnConv2d::CudnnConv2d(const cpu::Conv2dGeom& g, const CudnnConvOptions& optio
   HT_CHECK(g.P() > 0 && g.Q() > 0, "CudnnConv2d: kernel larger than the padded input");
   Impl& m = *impl_;
   m.g = g, m.opt = options;
+  m.n_in = int64_t(g.N) * g.C * g.H * g.W;
+  m.n_out = int64_t(g.N) * g.K * g.P() * g.Q();
+  m.n_w = int64_t(g.K) * g.C * g.R * g.S;
+  const cudnnDataType_t t = operand_type(options.precision);
   HT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&m.x));
-  HT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(m.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, g.N, g.C, g.H, g.W));
+  HT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(m.x, CUDNN_TENSOR_NCHW, t, g.N, g.C, g.H, g.W));
   HT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&m.y));
-  HT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(m.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, g.N, g.K, g.P(), g.Q()));
+  HT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(m.y, CUDNN_TENSOR_NCHW, t, g.N, g.K, g.P(), g.Q()));
+  HT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&m.y_float));
+  HT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(m.y_float, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, g.N, g.K, g.P(), g.Q()));
   HT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&m.bias));
   HT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(m.bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, g.K, 1, 1));
   HT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&m.w));
-  HT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(m.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, g.K, g.C, g.R, g.S));
+  HT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(m.w, t, CUDNN_TENSOR_NCHW, g.K, g.C, g.R, g.S));
   m.make_conv(&m.conv_fwd);
   m.make_conv(&m.conv_bwd_data);
   m.make_conv(&m.conv_bwd_filter);
@@ -147,7 +207,7 @@ CudnnConv2d::CudnnConv2d(const cpu::Conv2dGeom& g, const CudnnConvOptions& optio
 
   int dev = 0;
   HT_CUDA_CHECK(cudaGetDevice(&dev));
-  const Key key{dev, g.N, g.C, g.H, g.W, g.K, g.R, g.S, g.stride, g.pad, options.allow_tf32, options.deterministic,
+  const Key key{dev, g.N, g.C, g.H, g.W, g.K, g.R, g.S, g.stride, g.pad, int(options.precision), options.deterministic,
                 options.max_workspace_bytes};
   {
     std::lock_guard<std::mutex> lock(g_cache_mutex);
@@ -167,6 +227,7 @@ CudnnConv2d::CudnnConv2d(const cpu::Conv2dGeom& g, const CudnnConvOptions& optio
   HT_CUDNN_CHECK(cudnnSetConvolutionMathType(m.conv_bwd_data, m.algos.bwd_data_math));
   HT_CUDNN_CHECK(cudnnSetConvolutionMathType(m.conv_bwd_filter, m.algos.bwd_filter_math));
   shared_workspace(m.algos.workspace);  // allocate now: out-of-memory shows up here, not mid-step
+  if (m.low_precision()) detail::low_precision_scratch(m.scratch_bytes());  // likewise
 }
 
 CudnnConv2d::~CudnnConv2d() = default;
@@ -174,27 +235,57 @@ CudnnConv2d::~CudnnConv2d() = default;
 void CudnnConv2d::forward(float* out, const float* in, const float* weight, const float* bias, CudaStream stream) {
   Impl& m = *impl_;
   HT_CHECK(out && in && weight, "CudnnConv2d::forward: null pointer");
-  cudnnHandle_t h = detail::cudnn_on(stream);
   const float one = 1.0f, zero = 0.0f;
   char* ws = shared_workspace(m.algos.workspace);
-  HT_CUDNN_CHECK(cudnnConvolutionForward(h, &one, m.x, in, m.w, weight, m.conv_fwd, m.algos.fwd, ws,
-                                         m.algos.workspace, &zero, m.y, out));
-  if (bias) HT_CUDNN_CHECK(cudnnAddTensor(h, &one, m.bias, bias, &one, m.y, out));
+  if (m.low_precision()) {
+    const Precision p = m.opt.precision;
+    const Impl::Scratch s = m.scratch();
+    cast_to_16bit(s.a, in, m.n_in, p, stream);
+    cast_to_16bit(s.c, weight, m.n_w, p, stream);
+    HT_CUDNN_CHECK(cudnnConvolutionForward(detail::cudnn_on(stream), &one, m.x, s.a, m.w, s.c, m.conv_fwd,
+                                           m.algos.fwd, ws, m.algos.workspace, &zero, m.y, s.b));
+    cast_from_16bit(out, s.b, m.n_out, p, stream);
+  } else {
+    HT_CUDNN_CHECK(cudnnConvolutionForward(detail::cudnn_on(stream), &one, m.x, in, m.w, weight, m.conv_fwd,
+                                           m.algos.fwd, ws, m.algos.workspace, &zero, m.y, out));
+  }
+  if (bias) HT_CUDNN_CHECK(cudnnAddTensor(detail::cudnn_on(stream), &one, m.bias, bias, &one, m.y_float, out));
 }
 
 void CudnnConv2d::backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
                            const float* weight, CudaStream stream) {
   Impl& m = *impl_;
   HT_CHECK(dout && in && weight && dweight, "CudnnConv2d::backward: null pointer");
-  cudnnHandle_t h = detail::cudnn_on(stream);
   const float one = 1.0f, zero = 0.0f;
   char* ws = shared_workspace(m.algos.workspace);
-  if (din)
-    HT_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, m.w, weight, m.y, dout, m.conv_bwd_data, m.algos.bwd_data,
-                                                ws, m.algos.workspace, &zero, m.x, din));
-  HT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, m.x, in, m.y, dout, m.conv_bwd_filter, m.algos.bwd_filter,
-                                                ws, m.algos.workspace, &one, m.w, dweight));
-  if (dbias) HT_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, m.y, dout, &one, m.bias, dbias));
+  if (m.low_precision()) {
+    const Precision p = m.opt.precision;
+    const Impl::Scratch s = m.scratch();
+    cast_to_16bit(s.b, dout, m.n_out, p, stream);
+    if (din) {
+      cast_to_16bit(s.c, weight, m.n_w, p, stream);
+      HT_CUDNN_CHECK(cudnnConvolutionBackwardData(detail::cudnn_on(stream), &one, m.w, s.c, m.y, s.b,
+                                                  m.conv_bwd_data, m.algos.bwd_data, ws, m.algos.workspace, &zero,
+                                                  m.x, s.a));
+      cast_from_16bit(din, s.a, m.n_in, p, stream);
+    }
+    cast_to_16bit(s.a, in, m.n_in, p, stream);  // after din's cast has read dx16 (same stream)
+    // beta = 0 into C, which held w16 (read by backward data above); dweight gets the result added below.
+    HT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(detail::cudnn_on(stream), &one, m.x, s.a, m.y, s.b,
+                                                  m.conv_bwd_filter, m.algos.bwd_filter, ws, m.algos.workspace,
+                                                  &zero, m.w, s.c));
+    accumulate_16bit(dweight, s.c, m.n_w, p, stream);
+  } else {
+    if (din)
+      HT_CUDNN_CHECK(cudnnConvolutionBackwardData(detail::cudnn_on(stream), &one, m.w, weight, m.y, dout,
+                                                  m.conv_bwd_data, m.algos.bwd_data, ws, m.algos.workspace, &zero,
+                                                  m.x, din));
+    HT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(detail::cudnn_on(stream), &one, m.x, in, m.y, dout,
+                                                  m.conv_bwd_filter, m.algos.bwd_filter, ws, m.algos.workspace,
+                                                  &one, m.w, dweight));
+  }
+  if (dbias)
+    HT_CUDNN_CHECK(cudnnConvolutionBackwardBias(detail::cudnn_on(stream), &one, m.y_float, dout, &one, m.bias, dbias));
 }
 
 std::string CudnnConv2d::algorithms() const {

@@ -86,7 +86,7 @@ constexpr int kClaimed = 0, kUpdates = 1, kStopRequests = 2, kStopPosition = 3, 
 constexpr int kStats = int(sizeof(SampleCounter::RankStats) / sizeof(int64_t)), kRow = kStats + 1;
 constexpr int64_t kStopBit = int64_t(1) << 60;
 constexpr int64_t kNothingPending = 0, kClaiming = -1;
-static_assert(sizeof(SampleCounter::RankStats) == 9 * sizeof(int64_t), "RankStats travels as 9 int64");
+static_assert(sizeof(SampleCounter::RankStats) == 10 * sizeof(int64_t), "RankStats travels as 10 int64");
 int row(int rank) { return kSlots + rank * kRow; }
 }  // namespace
 
@@ -160,7 +160,7 @@ std::vector<SampleCounter::RankStats> SampleCounter::stats() {
   std::vector<RankStats> out(static_cast<size_t>(ranks_));
   for (int r = 0; r < ranks_; ++r) {
     const int64_t* v = &all[size_t(r) * kRow];
-    out[size_t(r)] = RankStats{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+    out[size_t(r)] = RankStats{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
   }
   return out;
 }

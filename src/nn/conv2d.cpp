@@ -15,7 +15,7 @@ Conv2d::Conv2d(ParamBuffer& pb, const std::string& name, int in_channels, int ou
 
 ops::Conv2dOptions Conv2d::options() const {
   ops::Conv2dOptions o;
-  o.allow_tf32 = allow_tf32();
+  o.precision = precision();
   o.scratch = &ws_->scratch();
   return o;
 }

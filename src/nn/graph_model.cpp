@@ -707,10 +707,10 @@ bool GraphModel::has_batch_coupling() const {
   return false;
 }
 
-void GraphModel::to(Device device, bool allow_tf32) {
+void GraphModel::to(Device device, Precision precision) {
   params_.to(device);
   ws_.release_all();  // pooled buffers of the old device
-  ws_.allow_tf32 = allow_tf32;
+  ws_.precision = precision;
 }
 
 int64_t GraphModel::activation_bytes_per_sample() { return measure_activation_bytes_per_sample(*this, ws_); }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hetrain/nn.hpp"
+#include "hetrain/precision.hpp"
 #include "hetrain/tensor.hpp"
 #include "ops/conv2d/conv2d.hpp"
 
@@ -22,7 +23,8 @@ namespace hetrain::nn {
 // layer keeps it for backward, and gradients reuse the memory of activations that backward has released
 // — instead of every layer owning an output and a gradient buffer for good. Buffers live on the device of
 // the request (a model on the GPU pools device memory). Not thread-safe: one model is driven by one thread.
-// It also carries the model-wide GPU setting (TF32), so layers need no second shared object.
+// It also carries the model-wide GPU setting (the precision of convolutions and dense layers,
+// hetrain/precision.hpp), so layers need no second shared object.
 class Workspace {
  public:
   // Host scratch for the CPU convolutions.
@@ -32,7 +34,7 @@ class Workspace {
   Tensor acquire(const Shape& shape, Device device = Device::CPU);
   int64_t pooled_floats() const;  // total size of the pool, for tests and diagnostics
   void release_all() { pool_.clear(); }  // e.g. after the model moved to another device
-  bool allow_tf32 = false;        // GPU convolutions and dense layers may use TF32 tensor cores
+  Precision precision = Precision::FP32;  // GPU convolutions and dense layers (CPU: always FP32)
 
  private:
   ops::HostScratch scratch_;
@@ -77,7 +79,7 @@ class Layer {
     }
     return ensure_shape(own, shape, device);
   }
-  bool allow_tf32() const { return pool_ && pool_->allow_tf32; }
+  Precision precision() const { return pool_ ? pool_->precision : Precision::FP32; }
   bool need_dx_ = true;
   Workspace* pool_ = nullptr;
 };

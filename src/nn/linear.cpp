@@ -33,7 +33,7 @@ Tensor Linear::backward(const Tensor& dy) {
 
 ops::LinearOptions Linear::options() const {
   ops::LinearOptions o;
-  o.allow_tf32 = allow_tf32();
+  o.precision = precision();
   return o;
 }
 

@@ -142,10 +142,10 @@ class ZooModel : public Model {
 
   bool has_batch_coupling() const override { return net_.has_batch_coupling(); }
 
-  void to(Device device, bool allow_tf32) override {
+  void to(Device device, Precision precision) override {
     params_.to(device);
     ws_.release_all();  // pooled buffers of the old device
-    ws_.allow_tf32 = allow_tf32;
+    ws_.precision = precision;
   }
 
   int64_t pooled_floats() const override { return ws_.pooled_floats(); }

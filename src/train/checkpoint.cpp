@@ -281,6 +281,10 @@ void write_objects(hid_t file, const std::string& tmp, const CheckpointInfo& inf
   h5::write_int_attr(opt, "nesterov", info.sgd.nesterov);
   write_float_attr(opt, "weight_decay", info.sgd.weight_decay);
   h5::write_int_attr(opt, "decay_bn_and_bias", info.sgd.decay_bn_and_bias);
+  if (info.loss_scale > 0) {  // a power of two: exact as float32
+    write_float_attr(opt, "loss_scale", info.loss_scale);
+    h5::write_int_attr(opt, "loss_scale_good_steps", info.loss_scale_good_steps, H5T_STD_I64LE);
+  }
 
   Id sched(H5Gopen2(file, "schedule", H5P_DEFAULT));
   write_float_attr(sched, "base_lr", info.schedule.base_lr);
@@ -394,6 +398,10 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   c.sgd.nesterov = h5::read_int_attr(opt, "nesterov", path) != 0;
   c.sgd.weight_decay = float(read_float_attr(opt, "weight_decay", path));
   c.sgd.decay_bn_and_bias = h5::read_int_attr(opt, "decay_bn_and_bias", path) != 0;
+  if (h5::has_attr(opt, "loss_scale")) {  // fp16 runs only
+    c.loss_scale = read_float_attr(opt, "loss_scale", path);
+    c.loss_scale_good_steps = h5::read_int_attr(opt, "loss_scale_good_steps", path);
+  }
   Id sched(H5Gopen2(file, "schedule", H5P_DEFAULT));
   c.schedule.base_lr = float(read_float_attr(sched, "base_lr", path));
   c.peak_lr = float(read_float_attr(sched, "peak_lr", path));

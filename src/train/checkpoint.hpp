@@ -29,6 +29,8 @@ struct CheckpointInfo {
   float peak_lr = 0;
   int64_t total_steps = 0;
   optim::SgdConfig sgd;
+  double loss_scale = 0;              // fp16 runs: the dynamic loss scale (train/loss_scale.hpp); 0 otherwise
+  int64_t loss_scale_good_steps = 0;  // good steps since the scale last changed
   std::string config_text;       // TrainConfig::canonical()
   // the balancer (informational)
   std::vector<int64_t> split;

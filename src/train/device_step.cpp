@@ -106,7 +106,7 @@ DeviceLoss::~DeviceLoss() {
 }
 
 Tensor DeviceLoss::compute(const Tensor& logits, const int32_t* device_labels, float label_smoothing,
-                           bool want_gradient) {
+                           bool want_gradient, float loss_scale) {
   HT_CHECK(logits.device() == Device::CUDA && logits.ndim() == 2, "DeviceLoss: expected logits [n, K] on cuda");
   const int64_t n = logits.dim(0), K = logits.dim(1);
   if (n > capacity_) {
@@ -132,7 +132,7 @@ Tensor DeviceLoss::compute(const Tensor& logits, const int32_t* device_labels, f
   if (!want_gradient) return Tensor();
   // The local loss is the mean over the n local samples; the b_r/B weight comes in the reduction.
   cuda::softmax_xent_backward(probs_.data(), probs_.data(), device_labels, int(n), int(K), label_smoothing,
-                              1.0f / float(n), nullptr);
+                              loss_scale / float(n), nullptr);
   return probs_;
 }
 

@@ -63,9 +63,11 @@ class DeviceLoss {
   ~DeviceLoss();
   DeviceLoss(const DeviceLoss&) = delete;
   DeviceLoss& operator=(const DeviceLoss&) = delete;
-  // logits [n, K] on the device → dlogits [n, K] of the MEAN loss over the n rows (valid until the next
-  // compute()). Without `want_gradient` (evaluation) only the loss and the count are computed.
-  Tensor compute(const Tensor& logits, const int32_t* device_labels, float label_smoothing, bool want_gradient);
+  // logits [n, K] on the device → dlogits [n, K] of the MEAN loss over the n rows, times `loss_scale`
+  // (valid until the next compute()). Without `want_gradient` (evaluation) only the loss and the count are
+  // computed.
+  Tensor compute(const Tensor& logits, const int32_t* device_labels, float label_smoothing, bool want_gradient,
+                 float loss_scale = 1.0f);
   // Σ row losses and the number of correct rows of the last compute(); waits for the device.
   void read(double* loss_sum, double* correct);
 

@@ -21,6 +21,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -32,6 +33,7 @@
 #include "hetrain/nn.hpp"
 #include "hetrain/optim.hpp"
 #include "hetrain/train.hpp"
+#include "ops/scale/scale.hpp"
 #include "train/checkpointer.hpp"
 #include "train/evaluate.hpp"
 #include "train/local_step.hpp"
@@ -290,7 +292,11 @@ class ElasticTrainer {
 
     auto compute_start = Clock::now();
     const int64_t searches_before = on_gpu() ? cuda::conv_algorithm_searches() : 0;
-    const LocalOutcome local = local_step_.run(batch, input, b);
+    // fp16 ranks scale their loss (train/loss_scale.hpp); --debug-overflow-at makes the gradient NaN/Inf.
+    const double rank_scale = s_.precision == Precision::FP16 ? s_.loss_scaler.scale() : 1.0;
+    const bool inject_overflow = world_.rank() == s_.overflow_rank && local_steps_ == s_.overflow_step;
+    const float loss_scale = inject_overflow ? std::numeric_limits<float>::infinity() : float(rank_scale);
+    const LocalOutcome local = local_step_.run(batch, input, b, {}, {}, loss_scale);
     double compute = seconds_since(compute_start);
     // Emulated speed changes (--emulate-schedule) happen at the same global step in every mode.
     compute += s_.emulator.apply(world_.rank(), first / cfg_.global_batch, compute);
@@ -308,15 +314,18 @@ class ElasticTrainer {
     nn::ParamBuffer& params = s_.model->params();
     if (group_comm_) {  // the group's gradient, weighted by each member's share of the claim
       auto comm_start = Clock::now();
-      group_comm_->weighted_allreduce(params.grads().data(), params.count(), double(b) / double(n));
+      group_comm_->weighted_allreduce(params.grads().data(), params.count(), double(b) / double(n) / rank_scale);
       const double comm = seconds_since(comm_start);
       window_comm_ += comm;
       step_stats_.comm_us += micros(comm);
+    } else if (rank_scale != 1.0) {
+      ops::scale(params.grads(), float(1.0 / rank_scale));  // a power of two: exact
     }
+    const bool skipped = skip_for_overflow();  // its samples count as trained, as in the synchronous mode
     // The learning rate follows the samples consumed by all groups, in steps of the global batch.
     const int64_t step = std::min(first / cfg_.global_batch, s_.total_steps - 1);
     window_lr_ = s_.schedule->at(step);
-    s_.sgd->step(params, window_lr_);
+    if (!skipped) s_.sgd->step(params, window_lr_);
     if (cfg_.debug_consistency && group_size_ > 1) {  // the members of a group stay identical replicas
       const Tensor values = params.values().to(Device::CPU);
       dist::check_identical(group_, values.data(), params.count(), "parameters within a hybrid group");
@@ -327,6 +336,26 @@ class ElasticTrainer {
     window_loss_ += local.loss_sum;
     window_correct_ += local.correct;
     window_count_ += double(b);
+  }
+
+  // fp16 (or an injected overflow): a local step whose gradient has NaN/Inf values is skipped and the scale
+  // halved. The members of a hybrid group reduced to the same gradient, so they all decide alike without
+  // asking each other. Other modes' ranks train on, as they always have, when no overflow was injected.
+  bool skip_for_overflow() {
+    if (!s_.loss_scaler.active() && s_.overflow_rank < 0) return false;
+    const int64_t nonfinite = count_nonfinite(s_.model->params().grads());
+    const std::string where = (group_size_ > 1 ? "group " + std::to_string(group_number(leader_))
+                                               : "rank " + std::to_string(world_.rank())) +
+                              ", local step " + std::to_string(local_steps_);
+    const LossScaler::Verdict verdict = s_.loss_scaler.update(nonfinite > 0);
+    if (verdict == LossScaler::Verdict::GiveUp) HT_THROW(nonfinite_gradient_error(where, nonfinite, s_.loss_scaler));
+    if (verdict != LossScaler::Verdict::Skip) return false;
+    step_stats_.skipped += 1;
+    if (group_rank_ == 0 && !cfg_.quiet) {
+      std::printf("%s\n", skipped_step_text(where, s_.loss_scaler).c_str());
+      std::fflush(stdout);
+    }
+    return true;
   }
 
   // The group's balancer: the members' shares of each claim follow their measured speeds, exactly as sync
@@ -526,6 +555,7 @@ class ElasticTrainer {
     rec.loss = last_window_loss_ = window_loss_ / std::max(1.0, window_count_);
     rec.accuracy = window_correct_ / std::max(1.0, window_count_);
     rec.lr = window_lr_;
+    rec.loss_scale = s_.loss_scaler.active() ? s_.loss_scaler.scale() : 0;
     rec.window_s = seconds;
     rec.val_loss = last_val_loss_, rec.val_accuracy = last_val_accuracy_;
     last_val_loss_ = last_val_accuracy_ = -1;
@@ -544,6 +574,7 @@ class ElasticTrainer {
       k.wait = 1e-6 * double(now_r.wait_us - then.wait_us);
       k.comm = 1e-6 * double(now_r.comm_us - then.comm_us);
       k.idle = 1e-6 * double(now_r.idle_us - then.idle_us);
+      k.skipped = double(now_r.skipped - then.skipped);
       group_samples[size_t(leaders_[size_t(r)])] += k.samples;
       pushes += k.pushes, staleness += k.staleness;
     }
@@ -647,6 +678,7 @@ class ElasticTrainer {
       std::printf("elastic averaging: alpha %g every %d local step(s); groups %s%s; local batches [%s]\n",
                   cfg_.elastic_alpha, cfg_.elastic_every, groups.c_str(),
                   speeds.empty() ? "" : (" by measured speed [" + speeds + "] samples/s").c_str(), local.c_str());
+      if (cfg_.precision != Precision::FP32) std::printf("%s\n", precision_text(cfg_.precision).c_str());
       if (s_.start_step > 0)
         std::printf("resuming at sample %lld of %lld\n", (long long)(s_.start_step * cfg_.global_batch),
                     (long long)total_samples_);
@@ -674,7 +706,13 @@ class ElasticTrainer {
     HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, staleness, 2, MPI_DOUBLE, MPI_SUM, world_.comm()));
     double slowest = slowest_center_op_;
     HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE, MPI_MAX, world_.comm()));
+    // Each reduction (a hybrid group, an async rank) keeps its own scale: the skips are counted per leader.
+    double skipped = group_rank_ == 0 ? double(s_.loss_scaler.skipped()) : 0.0;
+    HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &skipped, 1, MPI_DOUBLE, MPI_SUM, world_.comm()));
     if (world_.rank() != 0) return;
+    if (s_.loss_scaler.active() && !cfg_.quiet)
+      std::printf("fp16: %lld local step(s) skipped for overflow over all %s, rank 0's loss scale %g\n",
+                  (long long)skipped, cfg_.mode == "hybrid" ? "groups" : "ranks", s_.loss_scaler.scale());
     if (stopped)
       std::printf("stopped after %lld of %lld samples (stop signal)%s\n", (long long)(result.steps * cfg_.global_batch),
                   (long long)total_samples_, checkpointer_.enabled() ? "; continue with --resume auto" : "");

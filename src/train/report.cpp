@@ -63,6 +63,8 @@ void MetricsFile::write(const StepRecord& r) {
   list("idle_s", [](const StepTimes& t) { return t.idle; });
   list("exposed_s", [](const StepTimes& t) { return t.exposed; });
   if (r.val_accuracy >= 0) std::fprintf(file_, ",\"val_loss\":%.6g,\"val_accuracy\":%.6g", r.val_loss, r.val_accuracy);
+  if (r.loss_scale > 0)
+    std::fprintf(file_, ",\"loss_scale\":%.6g,\"skipped\":%s", r.loss_scale, r.skipped ? "true" : "false");
   end_line();
 }
 
@@ -92,6 +94,10 @@ void MetricsFile::write(const ElasticRecord& r) {
   list("wait_s", [](const ElasticRecord::Rank& k) { return k.wait; });
   list("comm_s", [](const ElasticRecord::Rank& k) { return k.comm; });
   list("idle_s", [](const ElasticRecord::Rank& k) { return k.idle; });
+  if (r.loss_scale > 0) {
+    std::fprintf(file_, ",\"loss_scale\":%.6g", r.loss_scale);
+    list("skipped", [](const ElasticRecord::Rank& k) { return k.skipped; });
+  }
   if (r.val_accuracy >= 0) std::fprintf(file_, ",\"val_loss\":%.6g,\"val_accuracy\":%.6g", r.val_loss, r.val_accuracy);
   end_line();
 }

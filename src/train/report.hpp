@@ -24,6 +24,8 @@ struct StepRecord {
   double loss = 0, accuracy = 0, lr = 0;
   double step_seconds = 0;         // wall time of the step on rank 0
   double val_loss = -1, val_accuracy = -1;  // the last step of an epoch with a validation set; -1 otherwise
+  double loss_scale = 0;           // fp16: the loss scale after the step (train/loss_scale.hpp); 0 otherwise
+  bool skipped = false;            // fp16: the step overflowed and was skipped on every rank
   std::vector<StepTimes> ranks;    // one per rank
   int64_t global_batch() const;
   double samples_per_second() const { return step_seconds > 0 ? global_batch() / step_seconds : 0; }
@@ -42,12 +44,14 @@ struct ElasticRecord {
   double loss = 0, accuracy = 0, lr = 0;  // rank 0's group over the window
   double window_s = 0;               // wall seconds of the window (rank 0's clock)
   double val_loss = -1, val_accuracy = -1;  // the newest validation of the center since the last line; -1: none
+  double loss_scale = 0;             // fp16: rank 0's loss scale (train/loss_scale.hpp); 0 otherwise
   struct Rank {
     int group = 0;                   // group number (0, 1, ... in the order of the leaders' ranks)
     double samples = 0;              // samples trained in the window
     double group_samples = 0;        // samples trained in the window by the rank's whole group
     double pushes = 0, staleness = 0;  // trades with the center in the window, and the sum of their staleness
     double compute = 0, wait = 0, comm = 0, idle = 0;  // seconds in the window (idle: waiting for group mates)
+    double skipped = 0;              // local steps skipped for an FP16 overflow in the window
   };
   std::vector<Rank> ranks;
 };

@@ -88,6 +88,10 @@ CheckpointInfo checkpoint_info(const TrainConfig& cfg, const Setup& s, int64_t g
   info.peak_lr = s.schedule->peak_lr();
   info.total_steps = s.total_steps;
   info.sgd = s.sgd->config();
+  if (s.loss_scaler.active()) {
+    info.loss_scale = s.loss_scaler.scale();
+    info.loss_scale_good_steps = s.loss_scaler.good_steps();
+  }
   info.config_text = cfg.config_text.empty() ? cfg.canonical() : cfg.config_text;
   info.alpha.assign(size_t(world_size), 0.0);
   info.beta.assign(size_t(world_size), 0.0);
@@ -138,6 +142,18 @@ void refuse_shared_gpus(const dist::World& world, const Setup& s) {
     all.push_back(parse_gpu_claim(t));
   const std::string why = gpu_sharing_error(all);
   if (!why.empty()) throw AgreedError(why, __FILE__, __LINE__);
+}
+
+// The testing aids' "RANK:STEP" (nothing when empty).
+void parse_rank_step(const std::string& text, const char* option, int ranks, int* rank_out, int64_t* step_out) {
+  if (text.empty()) return;
+  int rank = -1;
+  long long step = -1;
+  char end = 0;
+  HT_CHECK(std::sscanf(text.c_str(), "%d:%lld%c", &rank, &step, &end) == 2 && rank >= 0 && rank < ranks && step >= 0,
+           option, " wants RANK:STEP with a rank below ", ranks, ", got '", text, "'");
+  *rank_out = rank;
+  *step_out = step;
 }
 
 // Every check that needs no communication. Same config on every rank → same verdict, except for
@@ -304,16 +320,8 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
     s.balancer = std::make_unique<dist::Balancer>(world.comm(), cfg.global_batch, bc);
     s.balance_config = bc;
   }
-  if (!cfg.debug_fail_at.empty()) {
-    int rank = -1;
-    long long step = -1;
-    char end = 0;
-    HT_CHECK(std::sscanf(cfg.debug_fail_at.c_str(), "%d:%lld%c", &rank, &step, &end) == 2 && rank >= 0 && rank < n &&
-                 step >= 0,
-             "--debug-fail-at wants RANK:STEP with a rank below ", n, ", got '", cfg.debug_fail_at, "'");
-    s.fail_rank = rank;
-    s.fail_step = step;
-  }
+  parse_rank_step(cfg.debug_fail_at, "--debug-fail-at", n, &s.fail_rank, &s.fail_step);
+  parse_rank_step(cfg.debug_overflow_at, "--debug-overflow-at", n, &s.overflow_rank, &s.overflow_step);
   return s;
 }
 
@@ -321,20 +329,27 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
 // in the memory left is measured. Runs after the parameter checksum (which reads host memory). A failure
 // here (e.g. out of memory) is this rank's alone: the caller ends the job.
 void place_on_device(const TrainConfig& cfg, Setup& s) {
-  if (s.device_kind != Device::CUDA) return;
-  s.model->to(Device::CUDA, cfg.tf32);
+  if (s.device_kind != Device::CUDA) {
+    if (cfg.precision != Precision::FP32) s.device += ", fp32";  // the table shows that CPU ranks keep FP32
+    return;
+  }
+  s.precision = cfg.precision;
+  s.model->to(Device::CUDA, cfg.precision);
   s.input = std::make_unique<DeviceInput>(s.train->info());
   if (s.val) s.val_input = std::make_unique<DeviceInput>(s.val->info());
   s.loss = std::make_unique<DeviceLoss>();
-  const int64_t per_sample = s.model->activation_bytes_per_sample();
+  int64_t per_sample = s.model->activation_bytes_per_sample();
+  // 16-bit convolutions and products cast their operands into scratch that grows with the batch and is not
+  // part of the activation pool; measured after the batch-4 step above, so at most this much per sample.
+  if (is_16bit(cfg.precision)) per_sample += int64_t(cuda::low_precision_scratch_bytes() / 4);
   const CudaDeviceInfo info = cuda_device_info(s.gpu_index);
   // Kept free: a tenth of the GPU (cuDNN workspaces of later shapes, fragmentation, other processes'
   // growth) and the optimizer's two parameter-sized buffers, both uploaded at the first step: the momentum
   // buffer and the weight-decay mask (src/nn/sgd.cpp).
   const int64_t reserve = int64_t(info.total_bytes / 10) + 2 * s.model->param_count() * int64_t(sizeof(float));
   s.memory_cap = dist::memory_batch_cap(int64_t(info.free_bytes), reserve, std::max<int64_t>(per_sample, 1));
-  s.device += ", fits " + std::to_string(s.memory_cap) + " samples (" + std::to_string(per_sample >> 10) +
-              " KiB each)";
+  s.device += std::string(", ") + precision_name(cfg.precision) + ", fits " + std::to_string(s.memory_cap) +
+              " samples (" + std::to_string(per_sample >> 10) + " KiB each)";
 }
 
 // Collective: every rank's memory cap becomes a balancer cap (the smaller of it and --max-local-batch).
@@ -381,17 +396,32 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
   // A resume: rank 0's checkpoint reaches every rank before the parameters are compared.
   CheckpointTensors tensors;
   int64_t step = 0;
-  if (s.resume) tensors = std::move(s.resume->tensors), step = s.resume->info.global_step;
+  double scale_state[2] = {0, 0};  // the loss scale and its good steps (fp16 checkpoints)
+  if (s.resume) {
+    tensors = std::move(s.resume->tensors), step = s.resume->info.global_step;
+    scale_state[0] = s.resume->info.loss_scale, scale_state[1] = double(s.resume->info.loss_scale_good_steps);
+  }
   s.resume.reset();
+  s.loss_scaler = LossScaler(cfg.precision == Precision::FP16);
   if (broadcast_checkpoint(world.comm(), world.rank() == 0 && !tensors.values.empty(), tensors, step,
                            s.model->params())) {
     apply_checkpoint(tensors, s.model->params(), s.sgd.get());
     s.start_step = step;
+    HT_MPI_CHECK(MPI_Bcast(scale_state, 2, MPI_DOUBLE, 0, world.comm()));
+    // A checkpoint of a run at another precision has no scale: the scaler starts afresh.
+    if (s.loss_scaler.active() && scale_state[0] > 0) s.loss_scaler.restore(scale_state[0], int64_t(scale_state[1]));
   }
   world.check_identical(s.model->params().values().data(), s.model->params().count(), "initial parameters");
   s.hosts = dist::allgather_strings(world.comm(), world.host());
   s.arrival = std::make_unique<dist::StepArrival>(world.comm(), s.hosts, cfg.stall_timeout);
   place_on_device(cfg, s);
+  if (cfg.precision != Precision::FP32) {
+    int gpu_ranks = s.device_kind == Device::CUDA ? 1 : 0;
+    HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &gpu_ranks, 1, MPI_INT, MPI_SUM, world.comm()));
+    if (gpu_ranks == 0)
+      s.notes.push_back(std::string("precision: --precision ") + precision_name(cfg.precision) +
+                        " applies to GPU ranks; this job has none, so it computes in FP32");
+  }
   const bool overlapped = cfg.mode == "sync" && cfg.bucket_mb > 0;
   dist::Hierarchy hierarchy = dist::parse_hierarchy(cfg.hierarchical);
   // auto leaves started buckets flat: their three hierarchical stages advance only between layers, and that

@@ -14,6 +14,7 @@
 #include "train/batch_source.hpp"
 #include "train/detection.hpp"
 #include "train/device_step.hpp"
+#include "train/loss_scale.hpp"
 #include "train/resume.hpp"
 
 namespace hetrain::train {
@@ -34,12 +35,16 @@ struct Setup {
   Device device_kind = Device::CPU;          // where this rank's model and step run
   std::string device;  // for the rank table: "cpu (2 threads, oneDNN avx512_core)", "cuda:0 NVIDIA H200 (...)"
   int gpu_index = -1;                        // GPU ranks: the CUDA device this rank uses
+  Precision precision = Precision::FP32;     // this rank's convolutions and dense layers (CPU ranks: FP32)
+  LossScaler loss_scaler{false};             // active in fp16 jobs, on every rank (train/loss_scale.hpp)
   int64_t memory_cap = -1;                   // GPU ranks: the largest local batch that fits (-1: no cap)
   std::unique_ptr<DeviceInput> input, val_input;  // GPU ranks: batches to the device
   std::unique_ptr<DeviceLoss> loss;               // GPU ranks: loss and accuracy on the device (classifiers)
   std::unique_ptr<DetectionLoss> detection;       // detectors (model->detect_head()): YOLOv5's loss, any device
   int fail_rank = -1;                        // --debug-fail-at: injected failure
   int64_t fail_step = -1;
+  int overflow_rank = -1;                    // --debug-overflow-at: injected overflow
+  int64_t overflow_step = -1;
   int64_t start_step = 0;                    // the first step this process trains (> 0 after a resume)
   std::vector<std::string> notes;            // rank 0 prints these before training (resume, stale files)
   std::vector<std::string> hosts;            // every rank's host, for messages

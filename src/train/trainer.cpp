@@ -8,6 +8,7 @@
 #include <deque>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -137,6 +138,9 @@ class Trainer {
     if (world_.rank() == 0 && !cfg_.quiet && world_.size() > 1 && timed_seconds > 0)
       std::printf("gradients: reduction exposed %.1f%% of step time (the rank that waited longest, after the first "
                   "step)\n", 100.0 * timed_exposed / timed_seconds);
+    if (world_.rank() == 0 && !cfg_.quiet && s_.loss_scaler.active())
+      std::printf("fp16: %lld step(s) skipped for overflow, loss scale %g\n", (long long)s_.loss_scaler.skipped(),
+                  s_.loss_scaler.scale());
     if (world_.rank() == 0 && !cfg_.quiet)
       std::printf("done: %lld steps, %.1f samples/s (after the first step), final train loss %.4f%s\n",
                   (long long)result.steps, result.samples_per_second, result.final_loss,
@@ -184,8 +188,8 @@ class Trainer {
     std::printf("model: %s, %lld parameters; global batch %lld, %lld steps/epoch, %d epoch(s), peak lr %.4g\n",
                 cfg_.model.c_str(), (long long)s_.model->param_count(), (long long)cfg_.global_batch,
                 (long long)s_.plan->steps_per_epoch(), cfg_.epochs, s_.schedule->peak_lr());
-    std::printf("gradients: %s reduction, %s%s\n", s_.comm->name(), buckets_text().c_str(),
-                cfg_.tf32 ? "; TF32 allowed on GPUs" : "");
+    std::printf("gradients: %s reduction, %s\n", s_.comm->name(), buckets_text().c_str());
+    if (cfg_.precision != Precision::FP32) std::printf("%s\n", precision_text(cfg_.precision).c_str());
     if (checkpointer_.enabled())
       std::printf("checkpoints: %s, every %s, newest %d kept\n", cfg_.checkpoint_dir.c_str(), checkpoint_interval().c_str(),
                   cfg_.keep_checkpoints);
@@ -316,7 +320,12 @@ class Trainer {
 
     auto compute_start = Clock::now();
     nn::ParamBuffer& params = s_.model->params();
-    const double weight = double(b) / double(plan.global_batch);
+    // An FP16 rank backpropagates its loss times the scale and divides it out in its reduction weight; the
+    // other ranks' gradients are unscaled. --debug-overflow-at makes one rank's gradient NaN/Inf instead.
+    const double rank_scale = s_.precision == Precision::FP16 ? s_.loss_scaler.scale() : 1.0;
+    const bool inject_overflow = world_.rank() == s_.overflow_rank && plan.global_step == s_.overflow_step;
+    const float loss_scale = inject_overflow ? std::numeric_limits<float>::infinity() : float(rank_scale);
+    const double weight = double(b) / double(plan.global_batch) / rank_scale;
     if (s_.buckets) s_.buckets->begin(params.grads().data(), weight);
     double next_wait = 0;
     const int64_t searches_before = on_gpu() ? cuda::conv_algorithm_searches() : 0;
@@ -328,7 +337,7 @@ class Trainer {
       data::Batch next = s_.train->next();
       next_wait += seconds_since(wait_start);
       staged_ = s_.input->upload(next);
-    }, grads_final_hook());
+    }, grads_final_hook(), loss_scale);
     // Every rank starts every bucket before the agreement, also a rank with b_r = 0 (it ran no backward).
     auto exposed_start = Clock::now();
     if (s_.buckets) s_.buckets->start_rest();
@@ -365,14 +374,20 @@ class Trainer {
     Totals step_totals{loss_sum, correct, double(b), double(count_nonfinite(params.grads()))};
     step_totals.allreduce(world_.comm());
     mine.comm = seconds_since(comm_start);
-    if (step_totals.nonfinite > 0)
-      throw AgreedError("step " + std::to_string(plan.global_step) + ": the reduced gradient has " +
-                            std::to_string(int64_t(step_totals.nonfinite / world_.size())) +
-                            " NaN/Inf values (the loss diverged: lower --lr, add --warmup-epochs, or check the data)",
+    // fp16: a step with NaN/Inf is skipped on every rank alike (they all saw the same reduced gradient).
+    const LossScaler::Verdict verdict = s_.loss_scaler.update(step_totals.nonfinite > 0);
+    const std::string where = "step " + std::to_string(plan.global_step);
+    if (verdict == LossScaler::Verdict::GiveUp)
+      throw AgreedError(nonfinite_gradient_error(where, int64_t(step_totals.nonfinite / world_.size()), s_.loss_scaler),
                         __FILE__, __LINE__);
+    const bool skipped = verdict == LossScaler::Verdict::Skip;
+    if (skipped && world_.rank() == 0 && !cfg_.quiet) {
+      std::printf("%s\n", skipped_step_text(where, s_.loss_scaler).c_str());
+      std::fflush(stdout);
+    }
 
     const float lr = s_.schedule->at(plan.global_step);
-    s_.sgd->step(params, lr);
+    if (!skipped) s_.sgd->step(params, lr);
     if (cfg_.debug_consistency) {
       const Tensor values = params.values().to(Device::CPU);
       world_.check_identical(values.data(), params.count(), "parameters");
@@ -393,6 +408,8 @@ class Trainer {
     rec.step = plan.global_step;
     rec.epoch = plan.epoch;
     rec.lr = lr;
+    rec.skipped = skipped;
+    rec.loss_scale = s_.loss_scaler.active() ? s_.loss_scaler.scale() : 0;
     rec.loss = step_totals.loss_sum / std::max(1.0, step_totals.count);
     rec.accuracy = step_totals.correct / std::max(1.0, step_totals.count);
     rec.ranks.resize(world_.size());

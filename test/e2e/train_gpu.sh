@@ -8,7 +8,10 @@
 #  3. a mixed job (a CPU rank and a GPU rank, MPMD launch) reduces over MPI and keeps identical replicas;
 #  4. checkpoints from a GPU rank: stopped and resumed on the GPU, the result matches the uninterrupted GPU
 #     run; a GPU checkpoint resumed on the CPU, and `hetrain eval` on the GPU against the CPU, agree within
-#     the same tolerance.
+#     the same tolerance;
+#  5. mixed precision (docs/precision.md): bf16 and fp16 GPU runs stay near the fp32 GPU run (16-bit operands:
+#     a looser tolerance), the rank table names the precision, a mixed CPU+GPU job at bf16 keeps identical
+#     replicas (FP32 master weights and update everywhere), and an FP16 overflow on the GPU rank is skipped.
 source "$(dirname "$0")/lib.sh"
 # Skipped only when `hetrain devices` ran and reported no GPU (exit 3). A missing or crashing binary is a
 # failure, not "no GPU here"; and under HETRAIN_REQUIRE_GPU=1 (scripts/gpu-check.sh, on GPU machines) no GPU
@@ -64,4 +67,22 @@ a, b = (h5py.File('$TMP/eval-%s.h5' % d, 'r')['logits'][()] for d in ('cpu', 'cu
 diff, scale = float(np.abs(a - b).max()), float(np.abs(a).max())
 print('eval logits, GPU against CPU: max |diff| %.3g (scale %.3g)' % (diff, scale))
 sys.exit(0 if diff <= 1e-3 * scale + 1e-5 else 1)" || fail "eval on the GPU differs from the CPU"
-pass "GPU runs match the CPU reference; a mixed CPU+GPU job keeps identical replicas; GPU checkpoints resume and evaluate on either device"
+# 5. mixed precision
+run_mpi 1 "${EQ[@]}" --device cuda --dump-params "$TMP/gpu-fp32.bin" || fail "fp32 GPU run failed"
+for p in bf16 fp16; do
+  run_mpi 1 "${EQ[@]/--quiet/--log-every}" 4 --device cuda --precision $p --metrics "$TMP/$p.jsonl" \
+    --dump-params "$TMP/gpu-$p.bin" >"$TMP/$p.log" 2>&1 || { cat "$TMP/$p.log"; fail "--precision $p GPU run failed"; }
+  grep -qE "cuda:0 .*, $p, fits" "$TMP/$p.log" || { cat "$TMP/$p.log"; fail "the rank table does not say $p"; }
+  # 12 steps of lenet from the same start: 16-bit operands move the parameters by a few 2^-8 relative
+  float_compare "$TMP/gpu-fp32.bin" "$TMP/gpu-$p.bin" 2e-2 || fail "--precision $p drifted from the fp32 GPU run"
+done
+grep -q '"loss_scale":65536' "$TMP/fp16.jsonl" || fail "the fp16 run's metrics carry no loss scale"
+timeout 300 mpirun -n 1 "$HETRAIN" train "${EQ[@]}" --device cpu --split 12,20 --precision bf16 --debug-consistency \
+    --dump-params "$TMP/mixed-bf16-%r.bin" : -n 1 "$HETRAIN" train "${EQ[@]}" --device cuda --split 12,20 \
+    --precision bf16 --debug-consistency --dump-params "$TMP/mixed-bf16-%r.bin" >"$TMP/mixed-bf16.log" 2>&1 \
+  || { cat "$TMP/mixed-bf16.log"; fail "mixed CPU+GPU run at bf16 failed"; }
+cmp -s "$TMP/mixed-bf16-0.bin" "$TMP/mixed-bf16-1.bin" || fail "the CPU and the bf16 GPU replica differ"
+run_mpi 1 "${EQ[@]/--quiet/--log-every}" 4 --device cuda --precision fp16 --debug-overflow-at 0:3 >"$TMP/ovf.log" 2>&1 \
+  || { cat "$TMP/ovf.log"; fail "fp16 GPU run with an overflow failed"; }
+grep -q "^step 3: FP16 gradient overflow .* loss scale now 32768" "$TMP/ovf.log" || { cat "$TMP/ovf.log"; fail "no skip line"; }
+pass "GPU runs match the CPU reference; a mixed CPU+GPU job keeps identical replicas; GPU checkpoints resume and evaluate on either device; bf16/fp16 stay near fp32, a bf16 mixed job keeps identical replicas, an fp16 overflow is skipped"

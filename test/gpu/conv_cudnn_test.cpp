@@ -35,7 +35,7 @@ void check_conv(const cpu::Conv2dGeom& g, bool tf32, uint32_t seed) {
   d_dw.upload(std::vector<float>(nw, 0.5f));
   d_db.upload(std::vector<float>(g.K, -0.25f));
   cuda::CudnnConvOptions opt;
-  opt.allow_tf32 = tf32;
+  opt.precision = tf32 ? Precision::TF32 : Precision::FP32;
   cuda::CudnnConv2d conv(g, opt);
   CudaStream s = cuda::stream_create();
   conv.forward(d_out.data(), d_in.data(), d_w.data(), d_b.data(), s);

@@ -36,9 +36,9 @@ void check_linear(int N, int I, int O, bool with_bias, bool want_din, bool tf32,
   d_db.upload(std::vector<float>(O, -0.25f));
   d_out.upload(std::vector<float>(nout, 3.0f));  // must be overwritten, bias or not
   CudaStream s = cuda::stream_create();
-  cuda::linear_forward(d_out.data(), d_in.data(), d_w.data(), with_bias ? d_b.data() : nullptr, N, I, O, s, tf32);
+  cuda::linear_forward(d_out.data(), d_in.data(), d_w.data(), with_bias ? d_b.data() : nullptr, N, I, O, s, tf32 ? Precision::TF32 : Precision::FP32);
   cuda::linear_backward(want_din ? d_din.data() : nullptr, d_dw.data(), with_bias ? d_db.data() : nullptr,
-                        d_dout.data(), d_in.data(), d_w.data(), N, I, O, s, tf32);
+                        d_dout.data(), d_in.data(), d_w.data(), N, I, O, s, tf32 ? Precision::TF32 : Precision::FP32);
   cuda::stream_synchronize(s);
   cuda::stream_destroy(s);
   const double r = tf32 ? 5e-3 : 0.0;

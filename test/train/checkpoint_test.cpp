@@ -63,6 +63,7 @@ CheckpointInfo info_of() {
   c.schedule.milestones = {60, 120}, c.schedule.gamma = 0.5f;
   c.peak_lr = 0.1f, c.total_steps = 180;
   c.sgd.momentum = 0.9f, c.sgd.nesterov = true, c.sgd.weight_decay = 5e-4f, c.sgd.decay_bn_and_bias = false;
+  c.loss_scale = 8192, c.loss_scale_good_steps = 1234;
   c.config_text = "model=resnet20\nlr=0.1\n";
   c.split = {10, 0, 22};
   c.alpha = {0.01, 0, 0.02};
@@ -102,6 +103,8 @@ TEST(Checkpoint, RoundTripKeepsEveryBit) {
   EXPECT_TRUE(c.sgd.nesterov);
   EXPECT_FALSE(c.sgd.decay_bn_and_bias);
   EXPECT_FLOAT_EQ(c.sgd.momentum, 0.9f);
+  EXPECT_EQ(c.loss_scale, 8192);
+  EXPECT_EQ(c.loss_scale_good_steps, 1234);
   EXPECT_EQ(c.config_text, want.config_text);
   EXPECT_EQ(c.split, want.split);
   EXPECT_EQ(c.beta, want.beta);
@@ -113,6 +116,13 @@ TEST(Checkpoint, RoundTripKeepsEveryBit) {
   EXPECT_EQ(back.num_batches_tracked, 123);
   // Nothing but the file itself is left in the folder (no temporary).
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()), 1);
+
+  // A run at another precision has no loss scale, and its checkpoint none either.
+  CheckpointInfo fp32 = info_of();
+  fp32.loss_scale = 0;
+  const std::string path2 = checkpoint_path(dir.path.string(), 124);
+  write_checkpoint(path2, fp32, m->params(), t);
+  EXPECT_EQ(read_checkpoint_info(path2).loss_scale, 0);
 }
 
 TEST(Checkpoint, ChangedTensorFailsTheChecksum) {

@@ -84,6 +84,7 @@ class SampleCounter {
     int64_t compute_us = 0, wait_us = 0, comm_us = 0;  // microseconds of compute, data wait, communication
     int64_t idle_us = 0;     // microseconds waiting for the other members of its group (hybrid)
     int64_t finished = 0;    // 1 once the rank left its training loop
+    int64_t skipped = 0;     // local steps skipped for an FP16 overflow (train/loss_scale.hpp)
   };
   void add_stats(int rank, const RankStats& delta);  // element-wise sum into `rank`'s row (one accumulate)
   std::vector<RankStats> stats();                   // every rank's row

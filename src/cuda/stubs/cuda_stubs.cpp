@@ -56,6 +56,11 @@ void NcclCommunicator::start_allreduce_sum(float*, int64_t, CudaStream) { HT_NO_
 void NcclCommunicator::wait_started() { HT_NO_CUDA(); }
 CudaStream NcclCommunicator::stream() const { HT_NO_CUDA(); }
 
+void cast_to_16bit(void*, const float*, int64_t, Precision, CudaStream) { HT_NO_CUDA(); }
+void cast_from_16bit(float*, const void*, int64_t, Precision, CudaStream) { HT_NO_CUDA(); }
+void accumulate_16bit(float*, const void*, int64_t, Precision, CudaStream) { HT_NO_CUDA(); }
+size_t low_precision_scratch_bytes() { return 0; }  // true: no 16-bit layer ever ran
+
 struct CudnnConv2d::Impl {};
 CudnnConv2d::CudnnConv2d(const cpu::Conv2dGeom&, const CudnnConvOptions&) { HT_NO_CUDA(); }
 CudnnConv2d::~CudnnConv2d() = default;
@@ -88,8 +93,8 @@ void global_avgpool_forward(float*, const float*, int, int, int, CudaStream) { H
 void global_avgpool_backward(float*, const float*, int, int, int, CudaStream) { HT_NO_CUDA(); }
 void relu_forward(float*, const float*, int64_t, CudaStream) { HT_NO_CUDA(); }
 void relu_backward(float*, const float*, const float*, int64_t, CudaStream) { HT_NO_CUDA(); }
-void linear_forward(float*, const float*, const float*, const float*, int, int, int, CudaStream, bool) { HT_NO_CUDA(); }
-void linear_backward(float*, float*, float*, const float*, const float*, const float*, int, int, int, CudaStream, bool) {
+void linear_forward(float*, const float*, const float*, const float*, int, int, int, CudaStream, Precision) { HT_NO_CUDA(); }
+void linear_backward(float*, float*, float*, const float*, const float*, const float*, int, int, int, CudaStream, Precision) {
   HT_NO_CUDA();
 }
 

@@ -48,10 +48,10 @@ cpu::Conv2dGeom Conv2dOp::geom(const char* who, const Shape& x) const {
 }
 
 Conv2dKernel& Conv2dOp::kernel_for(Device device, const cpu::Conv2dGeom& g, const Conv2dOptions& options) {
-  if (!impl_ || impl_device_ != device || !same_geom(g, impl_geom_) || impl_tf32_ != options.allow_tf32) {
+  if (!impl_ || impl_device_ != device || !same_geom(g, impl_geom_) || impl_precision_ != options.precision) {
     impl_.reset();  // a GPU kernel frees its workspace before the next one allocates
     impl_ = conv2d_impl.on(device)(g, options);
-    impl_device_ = device, impl_geom_ = g, impl_tf32_ = options.allow_tf32;
+    impl_device_ = device, impl_geom_ = g, impl_precision_ = options.precision;
   }
   return *impl_;
 }

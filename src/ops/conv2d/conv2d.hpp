@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hetrain/ops.hpp"
+#include "hetrain/precision.hpp"
 #include "ops/dispatch.hpp"
 
 namespace hetrain::ops {
@@ -28,7 +29,7 @@ class HostScratch {
 };
 
 struct Conv2dOptions {
-  bool allow_tf32 = false;         // GPU: TF32 tensor-core math
+  Precision precision = Precision::FP32;  // GPU only (hetrain/precision.hpp); the CPU computes in FP32
   HostScratch* scratch = nullptr;  // CPU: the scratch to use (required on the CPU)
 };
 
@@ -61,7 +62,7 @@ class Conv2dOp {
   std::unique_ptr<Conv2dKernel> impl_;
   Device impl_device_ = Device::CPU;
   cpu::Conv2dGeom impl_geom_;
-  bool impl_tf32_ = false;
+  Precision impl_precision_ = Precision::FP32;
 };
 
 }  // namespace hetrain::ops

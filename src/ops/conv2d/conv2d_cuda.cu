@@ -17,7 +17,7 @@ class CudnnConv2dKernel : public Conv2dKernel {
  private:
   static cuda::CudnnConvOptions cudnn_options(const Conv2dOptions& o) {
     cuda::CudnnConvOptions c;
-    c.allow_tf32 = o.allow_tf32;
+    c.precision = o.precision;
     return c;
   }
   cuda::CudnnConv2d conv_;

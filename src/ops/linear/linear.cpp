@@ -9,11 +9,11 @@ Dispatch<LinearForwardFn> linear_forward_impl("linear_forward");
 Dispatch<LinearBackwardFn> linear_backward_impl("linear_backward");
 
 namespace {
-void linear_forward_cpu(float* y, const float* x, const float* w, const float* b, int N, int I, int O, bool) {
+void linear_forward_cpu(float* y, const float* x, const float* w, const float* b, int N, int I, int O, Precision) {
   cpu::linear_forward(y, x, w, b, N, I, O);
 }
 void linear_backward_cpu(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int N,
-                         int I, int O, bool) {
+                         int I, int O, Precision) {
   cpu::linear_backward(dx, dw, db, dy, x, w, N, I, O);
 }
 
@@ -30,7 +30,7 @@ void linear_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Ten
   check_shape("linear_forward", "output", y, {N, O});
   if (b.defined()) check_shape("linear_forward", "bias", b, {O});
   const Device d = common_device("linear_forward", {&y, &x, &w, &b});
-  linear_forward_impl.on(d)(y.data(), x.data(), w.data(), data_or_null(b), N, I, O, o.allow_tf32);
+  linear_forward_impl.on(d)(y.data(), x.data(), w.data(), data_or_null(b), N, I, O, o.precision);
 }
 
 void linear_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy, const Tensor& x,
@@ -42,7 +42,7 @@ void linear_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const
   if (db.defined()) check_shape("linear_backward", "bias gradient", db, {O});
   const Device d = common_device("linear_backward", {&dx, &dw, &db, &dy, &x, &w});
   linear_backward_impl.on(d)(data_or_null(dx), dw.data(), data_or_null(db), dy.data(), x.data(), w.data(), N, I, O,
-                             o.allow_tf32);
+                             o.precision);
 }
 
 }  // namespace hetrain::ops

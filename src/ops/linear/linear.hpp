@@ -2,12 +2,13 @@
 // 16-row blocks); CUDA: cuda::linear_* (cuBLAS, src/cuda/linear_cublas.cpp).
 #pragma once
 
+#include "hetrain/precision.hpp"
 #include "ops/dispatch.hpp"
 
 namespace hetrain::ops {
 
 struct LinearOptions {
-  bool allow_tf32 = false;  // GPU only: TF32 tensor-core products (10-bit mantissa)
+  Precision precision = Precision::FP32;  // GPU only (hetrain/precision.hpp); the CPU computes in FP32
 };
 
 // y [N, O] = x [N, I] · w [O, I]ᵀ + b [O] (b may be undefined).
@@ -17,9 +18,9 @@ void linear_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const
                      const Tensor& w, const LinearOptions& o = {});
 
 using LinearForwardFn = void(float* y, const float* x, const float* w, const float* b, int N, int I, int O,
-                             bool allow_tf32);
+                             Precision precision);
 using LinearBackwardFn = void(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,
-                              int N, int I, int O, bool allow_tf32);
+                              int N, int I, int O, Precision precision);
 extern Dispatch<LinearForwardFn> linear_forward_impl;
 extern Dispatch<LinearBackwardFn> linear_backward_impl;
 
