@@ -119,7 +119,9 @@ class Trainer {
       else
         validate_at_points(plan);
       outputs_.write_metrics(rec);  // rank 0; after the epoch's validation, which the last line carries
-      if (stop_signal || stop_here || checkpointer_.due_by_steps(result.steps) || flags.checkpoint_due > 0)
+      // Without --checkpoint-dir a stop writes nothing (no file lands in the working folder).
+      if ((checkpointer_.enabled() && (stop_signal || stop_here)) || checkpointer_.due_by_steps(result.steps) ||
+          flags.checkpoint_due > 0)
         save_checkpoint(result.steps);
       if (stop_signal || stop_here) {
         result.stopped_by_signal = stop_signal;

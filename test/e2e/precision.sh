@@ -44,6 +44,7 @@ grep -q "error: --precision: unknown precision 'fp64' (use fp32, tf32, bf16 or f
 # step 2 (--stop-at-step 3 keeps the 4-step schedule), and the replicas stay identical.
 run_mpi 2 "${common[@]}" --max-steps 4 --stop-at-step 3 --dump-params "$TMP/three.%r" >/dev/null 2>&1
 [ $? -eq 0 ] || fail "the 3-step reference run failed"
+! ls checkpoint-*.h5 >/dev/null 2>&1 || fail "--stop-at-step without --checkpoint-dir wrote a checkpoint into $(pwd)"
 run_mpi 2 "${common[@]/--quiet/--log-every}" 1 --max-steps 4 --precision fp16 --debug-overflow-at 1:3 \
   --debug-consistency --metrics "$TMP/m.jsonl" --dump-params "$TMP/skip.%r" >"$TMP/skip.out" 2>&1 \
   || { cat "$TMP/skip.out"; fail "the fp16 run with an overflow failed"; }
