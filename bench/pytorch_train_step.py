@@ -191,6 +191,23 @@ def peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def timed_steps(step, warmup, steps, max_seconds, sync=lambda: None):
+    """Runs `warmup` untimed steps, then up to `steps` timed ones (fewer once `max_seconds` have passed, at
+    least one). Returns (steps done, seconds, the last step's return value); `sync` waits for the device."""
+    for _ in range(warmup):
+        step()
+    sync()
+    t0 = time.perf_counter()
+    done, last = 0, None
+    while done < steps:
+        last = step()
+        done += 1
+        if max_seconds > 0 and time.perf_counter() - t0 > max_seconds:
+            break
+    sync()
+    return done, time.perf_counter() - t0, last
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="resnet20")
@@ -260,18 +277,7 @@ def main():
             scaler.update()
         return loss.item()
 
-    for _ in range(a.warmup):
-        step()
-    sync()
-    t0 = time.perf_counter()
-    done = 0
-    while done < a.steps:
-        loss = step()
-        done += 1
-        if a.max_seconds > 0 and time.perf_counter() - t0 > a.max_seconds:
-            break
-    sync()
-    seconds = time.perf_counter() - t0
+    done, seconds, loss = timed_steps(step, a.warmup, a.steps, a.max_seconds, sync)
     extra = ""
     if cuda:
         dev_mem_mb = max(0, free_before - torch.cuda.mem_get_info(0)[0]) / 2**20

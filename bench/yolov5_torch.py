@@ -37,7 +37,6 @@ import argparse
 import math
 import os
 import sys
-import time
 
 try:
     import torch
@@ -47,7 +46,7 @@ except ImportError as e:  # Debian's python3-torch / python3-yaml are optional
     print(f"SKIP: cannot import torch or yaml ({e})")
     sys.exit(3)
 
-from pytorch_train_step import peak_rss_mib  # bench/, next to this file (run as bench/yolov5_torch.py)
+from pytorch_train_step import peak_rss_mib, timed_steps  # bench/, next to this file (run as bench/yolov5_torch.py)
 
 
 # ------------------------------------------------------------------------------------------------ modules
@@ -270,16 +269,7 @@ def main():
         opt.step()
         return float((rows.detach() * g).sum())
 
-    for _ in range(a.warmup):
-        step()
-    t0 = time.perf_counter()
-    done = 0
-    while done < a.steps:
-        loss = step()
-        done += 1
-        if a.max_seconds > 0 and time.perf_counter() - t0 > a.max_seconds:
-            break
-    seconds = time.perf_counter() - t0
+    done, seconds, loss = timed_steps(step, a.warmup, a.steps, a.max_seconds)
     print(f"impl=pytorch-{torch.__version__} model={name} size={a.size} batch={a.batch} threads={a.threads} "
           f"steps={done} params={params} seconds={seconds:.4f} samples_per_s={a.batch * done / seconds:.3f} "
           f"peak_mb={peak_rss_mib():.1f} loss={loss:.4f} rows={rows_shape[0]}x{rows_shape[1]} objective=fixed-grad")
