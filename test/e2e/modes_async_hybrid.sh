@@ -39,8 +39,10 @@ n0=$(wc -l <"$TMP/async-0.txt"); n1=$(wc -l <"$TMP/async-1.txt"); n3=$(wc -l <"$
 [ $((n0 + n1)) -gt $((n3 * 3)) ] \
   || fail "async: ranks 0 and 1 (speed 1) trained $n0 + $n1 samples, rank 3 (speed 0.25) $n3: expected over 3x as many"
 
-# 2. A rank that fails in async mode ends the job: one line, non-zero exit, no hang.
-timeout 120 mpirun -n 4 "$HETRAIN" train "${COMMON[@]}" --mode async --debug-fail-at 2:5 >"$TMP/fail.out" 2>&1
+# 2. A rank that fails in async mode ends the job: one line, non-zero exit, no hang. Rank 2 must get to its
+# sixth local step, which nothing guarantees an asynchronous rank: the others run at half speed (they sleep).
+timeout 120 mpirun -n 4 "$HETRAIN" train "${COMMON[@]}" --mode async --emulate-speed 0.5,0.5,1,0.5 \
+  --debug-fail-at 2:5 >"$TMP/fail.out" 2>&1
 rc=$?; [ $rc -ne 0 ] || fail "an injected failure exited 0"
 [ $rc -ne 124 ] || fail "an injected failure hung"
 grep -q "failure injected by --debug-fail-at" "$TMP/fail.out" || { cat "$TMP/fail.out"; fail "no line naming the failure"; }
