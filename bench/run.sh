@@ -3,14 +3,15 @@
 # one run; nothing here fails on time (exit 0 unless something crashes). Read ratios, not absolute numbers:
 # the machine may be shared. See bench/README.md.
 #
-#   bench/run.sh [train] [reader] [hetero] [checkpoint] [modes] [overlap] [stragglers] [detect] [detect_hetero]   default: all nine
+#   bench/run.sh [train] [reader] [hetero] [checkpoint] [modes] [overlap] [stragglers] [detect] [detect_hetero]
+#                [balance_sim]   default: all ten
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
 BIN=build/bin
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 CORES=$(getconf _NPROCESSORS_ONLN)
-SECTIONS=${*:-train reader hetero checkpoint modes overlap stragglers detect detect_hetero}
+SECTIONS=${*:-train reader hetero checkpoint modes overlap stragglers detect detect_hetero balance_sim}
 TMP=$(mktemp -d /tmp/hetrain-bench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -192,6 +193,18 @@ detect_step() {
   echo "   when it has 1 thread and the batch is below 16 (its ConvParams::use_mkldnn rule); at 2 threads all run on oneDNN."
 }
 
+# ------------------------------------------------------------------------------------------------ 10
+balance_sim() {
+  echo
+  echo "== 10. the balancer at scale: 8 to 4,096 virtual ranks through the real balancing code (docs/balance-sim.md)"
+  if [ ! -x "$BIN/bench_balance_sim" ]; then echo "   skipped: $BIN/bench_balance_sim is not built"; return; fi
+  local out=${BENCH_OUT:-build/bench}
+  mkdir -p "$out"
+  "$BIN/bench_balance_sim" --csv "$out/balance_sim.csv" || { echo "   bench_balance_sim failed"; return; }
+  "$PY" bench/balance_sim_plot.py "$out/balance_sim.csv" "$out/balance_sim.png" 2>&1 | sed 's/^/   /' ||
+    echo "   plot skipped: $PY cannot draw it (matplotlib)"
+}
+
 # ------------------------------------------------------------------------------------------------
 for s in $SECTIONS; do
   case $s in
@@ -204,7 +217,8 @@ for s in $SECTIONS; do
     stragglers) echo; bench/stragglers.sh ;;
     detect) detect_step ;;
     detect_hetero) echo; echo "== 9. a detector on unlike ranks (bench/detect_hetero.sh)"; bench/detect_hetero.sh ;;
-    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint, modes, overlap, stragglers, detect, detect_hetero)" >&2; exit 2 ;;
+    balance_sim) balance_sim ;;
+    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint, modes, overlap, stragglers, detect, detect_hetero, balance_sim)" >&2; exit 2 ;;
   esac
 done
 exit 0

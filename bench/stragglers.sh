@@ -52,5 +52,5 @@ for cfg in "uniform split|--balance none" "dynamic, refit every 20|--balance dyn
   share=$(awk -v r="$r" -v i="$ideal" 'BEGIN { if (r + 0 > 0 && i + 0 > 0) printf "%.0f%%", 100 * r / i; else print "-" }')
   printf '   %-34s %10s samples/s  %s of ideal\n' "$label" "$r" "$share"
 done
-echo "   The balancer refits at once when a rank's newest step misses its model by more than 3x (or its two"
-echo "   newest by more than 2x); a CPU-only job then re-requests the batches queued ahead with the new split."
+echo "   The balancer refits at once when a rank's two newest steps miss its model by more than 2x (or its four"
+echo "   newest by more than 1.5x) the same way; a CPU-only job then re-requests the batches queued ahead."

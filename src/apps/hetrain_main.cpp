@@ -139,7 +139,9 @@ po::options_description train_options(TrainConfig& c, RawTrainOptions& raw) {
       ("balance", po::value(&c.balance)->default_value("dynamic"),
        "none = uniform split (the DDP baseline) | static = calibrate once | dynamic = keep re-fitting "
        "(sync: the ranks' shares of B; hybrid: the members' shares of their group's claim)")
-      ("rebalance-every", po::value(&c.rebalance_every)->default_value(20), "dynamic: re-fit every K steps")
+      ("rebalance-every", po::value(&c.rebalance_every)->default_value(20),
+       "dynamic: re-fit every K steps (and early when a rank's speed changes); a new split is adopted only when "
+       "its predicted gain beats the fits' noise bound (docs/architecture.md, \"Load balancing\")")
       ("max-local-batch", po::value(&c.max_local_batch), "cap on a rank's share: one value, or one per rank (a,b,c,...)")
       ("split", po::value(&c.fixed_split), "fixed per-rank split, e.g. 5,0,17,10 (sums to --global-batch; no balancing)")
       ("bucket-mb", po::value(&c.bucket_mb)->default_value(25.0),
@@ -151,7 +153,8 @@ po::options_description train_options(TrainConfig& c, RawTrainOptions& raw) {
        "inside each node | off = one flat allreduce | auto = on when the job spans >1 node, a node runs >1 rank and "
        "--bucket-mb is 0 (started buckets stay flat: measured faster)")
       ("emulate-speed", po::value(&c.emulate_speed),
-       "EMULATE unequal ranks: relative speeds in (0,1], one per rank (rank r sleeps (1/s-1)x its compute time)")
+       "EMULATE unequal ranks: relative speeds in (0,1], one per rank (rank r sleeps (1/s-1)x the time its device "
+       "computed: CPU time on a CPU rank; the first step and steps that build kernels are not emulated)")
       ("emulate-schedule", po::value(&c.emulate_schedule), "change emulated speeds mid-run: STEP:RANK:SPEED[,...]");
   po::options_description ckpt("Checkpoints, resume and failures (docs/checkpoint-format.md)");
   ckpt.add_options()

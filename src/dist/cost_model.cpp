@@ -1,4 +1,5 @@
 // Per-rank cost model t(b) = α + β·b: weighted least squares over a window of recent steps.
+#include <algorithm>
 #include <cmath>
 
 #include "hetrain/dist/balance.hpp"
@@ -108,8 +109,14 @@ bool CostWindow::newest_off(const CostModel& model, size_t run, double off_ratio
 
 size_t CostWindow::steps_off(const CostModel& model) const {
   if (newest_off(model, 2, 2.0)) return 2;
-  if (newest_off(model, 1, 3.0)) return 1;
+  if (newest_off(model, kSustainedRun, kShiftRatio)) return kSustainedRun;
   return 0;
+}
+
+double CostWindow::newest_ratio(const CostModel& model) const {
+  if (samples_.empty()) return 1.0;
+  const double predicted = model.predict(samples_.back().b);
+  return predicted > 0 ? samples_.back().seconds / predicted : 1.0;
 }
 
 CostModel CostWindow::fit(const CostModel* previous) const {
@@ -130,15 +137,32 @@ CostModel CostWindow::fit(const CostModel* previous) const {
   // regime-change rules above hand the fit only the new regime's steps.
   if (model.beta > 0) {
     size_t outliers = 0, used = 0;
+    std::vector<double> kept = w;
     for (size_t i = 0; i < s.size(); ++i) {
       if (s[i].b <= 0) continue;
       ++used;
       const double predicted = model.predict(s[i].b), ratio = predicted > 0 ? s[i].seconds / predicted : 1.0;
-      if (ratio > kOutlierRatio || ratio < 1.0 / kOutlierRatio) w[i] = 0, ++outliers;
+      if (ratio > kOutlierRatio || ratio < 1.0 / kOutlierRatio) kept[i] = 0, ++outliers;
     }
-    if (outliers > 0 && 2 * outliers < used) model = fit_cost_model(s, w, previous);
+    if (outliers > 0 && 2 * outliers < used) model = fit_cost_model(s, kept, previous), w = kept;
   }
+  // How far to trust the fit: the spread of the steps it used around it, and how many steps that was.
+  double W = 0, W2 = 0, sq = 0;
+  size_t used = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const double predicted = model.predict(s[i].b);
+    if (s[i].b <= 0 || !(w[i] > 0) || !(predicted > 0)) continue;
+    const double r = s[i].seconds / predicted - 1.0;
+    W += w[i], W2 += w[i] * w[i], sq += w[i] * r * r, ++used;
+  }
+  model.steps = W2 > 0 ? W * W / W2 : 0.0;
+  model.spread = used >= 3 ? std::sqrt(sq / W) : previous ? previous->spread : 0.0;
   return model;
+}
+
+double CostModel::level_error() const {
+  const double s = spread > 0 ? spread : kUnknownSpread;
+  return s / std::sqrt(std::max(1.0, steps));
 }
 
 }  // namespace hetrain::dist

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <thread>
 
+#include <time.h>
+
 #include "dist/agreed.hpp"
 #include "hetrain/error.hpp"
 
@@ -80,16 +82,23 @@ double SpeedEmulator::sleep_seconds(int rank, int64_t step, double compute_secon
   return (1.0 / speed(rank, step) - 1.0) * compute_seconds;
 }
 
-double SpeedEmulator::apply(int rank, int64_t step, double compute_seconds) const {
+double SpeedEmulator::apply(int rank, int64_t step, double compute_seconds, bool setup_step) const {
+  if (setup_step) return 0.0;
   double s = sleep_seconds(rank, step, compute_seconds);
   if (s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(s));
   return s;
 }
 
+double SpeedEmulator::thread_cpu_seconds() {
+  timespec ts{};
+  HT_CHECK(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0, "emulator: cannot read the thread's CPU clock");
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 std::string SpeedEmulator::describe() const {
   if (!active_) return "no emulated heterogeneity (real speeds)";
   std::ostringstream os;
-  os << "EMULATED heterogeneity (ranks sleep (1/s-1) x compute; not real hardware): speeds [";
+  os << "EMULATED heterogeneity (ranks sleep (1/s-1) x their compute time; not real hardware): speeds [";
   for (int r = 0; r < n_; ++r) os << (r ? ", " : "") << speeds_[r];
   os << "]";
   for (const Change& c : changes_) os << "; from step " << c.step << " rank " << c.rank << " speed " << c.speed;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <utility>
 
 #include "hetrain/dist/balance.hpp"
 #include "dist/agreed.hpp"
@@ -121,32 +122,122 @@ bool BalancePlanner::advance(int64_t step, const std::vector<CostModel>& models,
     for (const auto& m : models)
       if (m.beta > 0 && std::isfinite(m.beta)) known.push_back(m.beta);
     std::sort(known.begin(), known.end());
-    double median = known.empty() ? 1.0 : known[known.size() / 2];
+    const double median = known.empty() ? 1.0 : known[known.size() / 2];
     models_ = models;
-    idle_fits_.resize(n_, 0);
-    for (int r = 0; r < n_; ++r) {
-      CostModel& m = models_[r];
+    for (CostModel& m : models_) {
       if (!(m.beta > 0 && std::isfinite(m.beta))) m = {0.0, median};
       if (!(m.alpha >= 0 && std::isfinite(m.alpha))) m.alpha = 0.0;
-      // A rank at b = 0 is never measured again, so one noisy fit (an inflated fixed cost α) would exclude
-      // it for good. Its α is trusted less at every refit it sits out (halved each time), so it is tried
-      // again; if the cost is real, the next measurement excludes it again.
-      idle_fits_[r] = split_[r] == 0 ? idle_fits_[r] + 1 : 0;
-      m.alpha = std::ldexp(m.alpha, -idle_fits_[r]);
+      if (!(m.spread >= 0 && std::isfinite(m.spread))) m.spread = 0.0;
+      if (!(m.steps >= 0 && std::isfinite(m.steps))) m.steps = 0.0;
     }
     ++fits_;
-    std::vector<int64_t> candidate = solve_split(models_, caps_, B_);
     // The first fit is judged against the uniform plan (calibration's perturbed split is no baseline).
     const bool first = step == 2 * config_.calibration_steps - 1;
-    const std::vector<int64_t>& reference = first ? uniform_ : split_;
-    double t_ref = predicted_step_seconds(models_, reference);
-    double t_new = predicted_step_seconds(models_, candidate);
-    bool better = t_ref > 0 && (t_ref - t_new) > config_.hysteresis * t_ref;
-    split_ = better ? candidate : reference;
+    adopt(first ? uniform_ : split_, solve_split(models_, caps_, B_), first);
+    give_probes();
   }
   const bool changed = split_ != before;
   rebalances_ += changed;
   return changed;
+}
+
+namespace {
+// λ of the way from `from` to `to` (both Σ = B within caps), rounded by largest remainder: Σ stays B and
+// every share stays between the two, so within the caps.
+std::vector<int64_t> part_way(const std::vector<int64_t>& from, const std::vector<int64_t>& to, double lambda) {
+  const size_t n = from.size();
+  std::vector<int64_t> b(n);
+  std::vector<std::pair<double, size_t>> rest;
+  int64_t missing = 0;
+  for (size_t r = 0; r < n; ++r) {
+    const double x = double(from[r]) + lambda * double(to[r] - from[r]);
+    b[r] = int64_t(std::floor(x));
+    missing += from[r] - b[r];  // Σ from = B
+    rest.push_back({x - std::floor(x), r});
+  }
+  std::stable_sort(rest.begin(), rest.end(), [](const auto& a, const auto& c) { return a.first > c.first; });
+  for (size_t i = 0; i < n && missing > 0; ++i)
+    if (b[rest[i].second] < std::max(from[rest[i].second], to[rest[i].second])) ++b[rest[i].second], --missing;
+  return b;
+}
+}  // namespace
+
+void BalancePlanner::adopt(const std::vector<int64_t>& reference, const std::vector<int64_t>& candidate, bool first) {
+  // The noise bound: what the largest fitting error among the ranks that matter could make a split look
+  // better by. Fits of n ranks each off by a relative error e_r make the current split look slower by
+  // about max e_r and a re-solved one by about mean e_r, and E[max] grows like √(2 ln n)·σ; z_n adds a
+  // margin of one σ on top (docs/architecture.md, "Load balancing").
+  double error = 0;
+  for (int r = 0; r < n_; ++r)
+    if (reference[r] > 0 || candidate[r] > 0) error = std::max(error, models_[r].level_error());
+  const double z = std::sqrt(2.0 * std::log(std::max(2.0, double(n_)))) + 1.0;
+  noise_bound_ = std::max(config_.hysteresis, z * error);
+  const double t_ref = predicted_step_seconds(models_, reference), t_new = predicted_step_seconds(models_, candidate);
+  const double gain = t_ref > 0 ? (t_ref - t_new) / t_ref : 0.0;
+  char why[160];
+  // The first fit leaves the uniform split, which calibration did not measure as a plan; its noise
+  // estimate rests on a handful of steps, so there a gain above the hysteresis alone moves half-way.
+  const bool uncertain = gain < 2 * noise_bound_ && (gain > noise_bound_ || (first && gain > config_.hysteresis));
+  if (!(gain > noise_bound_) && !uncertain) {
+    split_ = reference;
+    std::snprintf(why, sizeof why, "kept: predicted gain %.1f%% is within the noise bound %.1f%%", 100 * gain,
+                  100 * noise_bound_);
+  } else if (uncertain) {
+    // Real but uncertain: go half-way. Ranks that share a node or a core change each other's speed, so a
+    // full jump to a split fitted at the old one can overshoot; half-way steps converge instead.
+    std::vector<int64_t> half = part_way(reference, candidate, 0.5);
+    const bool helps = predicted_step_seconds(models_, half) < t_ref;
+    split_ = helps ? half : candidate;
+    std::snprintf(why, sizeof why, "%s: predicted gain %.1f%%, under twice the noise bound %.1f%%",
+                  helps ? "moved half-way" : "moved", 100 * gain, 100 * noise_bound_);
+  } else {
+    split_ = candidate;
+    std::snprintf(why, sizeof why, "moved: predicted gain %.1f%% beats the noise bound %.1f%%", 100 * gain,
+                  100 * noise_bound_);
+  }
+  decision_ = why;
+}
+
+void BalancePlanner::give_probes() {
+  idle_fits_.resize(size_t(n_), 0);
+  probe_wait_.resize(size_t(n_), 2);
+  idle_notes_.clear();
+  for (int r = 0; r < n_; ++r) {
+    if (split_[r] > 0 || (!caps_.empty() && caps_[r] <= 0)) {
+      idle_fits_[r] = 0;
+      continue;
+    }
+    const double T = predicted_step_seconds(models_, split_);
+    const CostModel& m = models_[r];
+    // One sample costs no more than the step (with the fit's error as margin): a share of 1 is free, and
+    // the rank is measured at every step.
+    const bool free = m.predict(1) <= T * (1.0 + m.level_error());
+    const bool probe_due = ++idle_fits_[r] >= probe_wait_[r];
+    if (!free && !probe_due) {
+      char note[200];
+      const bool fixed = m.alpha > T;
+      std::snprintf(note, sizeof note, "; rank %d idle: %s %.2f ms alone exceeds the step (%.2f ms), probed again in %d refit%s",
+                    r, fixed ? "its fixed cost" : "one sample's", 1e3 * (fixed ? m.alpha : m.predict(1)), 1e3 * T,
+                    probe_wait_[r] - idle_fits_[r], probe_wait_[r] - idle_fits_[r] == 1 ? "" : "s");
+      idle_notes_ += note;
+      continue;
+    }
+    probe_wait_[r] = free ? 2 : std::min(2 * probe_wait_[r], kMaxProbeWait);
+    idle_fits_[r] = 0;
+    ++probes_;
+    // The sample comes from the rank whose predicted time is largest (among those with more than one).
+    int donor = -1;
+    for (int q = 0; q < n_; ++q)
+      if (split_[q] > 1 && (donor < 0 || models_[q].predict(split_[q]) > models_[donor].predict(split_[donor]))) donor = q;
+    if (donor < 0) continue;
+    --split_[donor], ++split_[r];
+    if (!free) {
+      char note[160];
+      std::snprintf(note, sizeof note, "; rank %d probed with 1 sample (its fit says %.2f ms for it, the step %.2f ms)", r,
+                    1e3 * m.predict(1), 1e3 * T);
+      idle_notes_ += note;
+    }
+  }
 }
 
 std::vector<double> BalancePlanner::speeds() const {
@@ -178,7 +269,7 @@ std::string BalancePlanner::describe(int64_t step) const {
     char buf[160];
     std::snprintf(buf, sizeof buf, " samples/s, predicted %.3f ms/step (uniform %.3f ms, %.2fx)", 1e3 * t, 1e3 * u,
                   t > 0 ? u / t : 0.0);
-    os << " speeds " << join(speeds(), "%.1f") << buf;
+    os << " speeds " << join(speeds(), "%.1f") << buf << "; " << decision_ << idle_notes_;
   } else {
     os << " (calibrating)";
   }

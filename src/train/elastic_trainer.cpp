@@ -33,6 +33,7 @@
 #include "hetrain/nn.hpp"
 #include "hetrain/optim.hpp"
 #include "hetrain/train.hpp"
+#include "ops/conv2d/conv2d.hpp"
 #include "ops/scale/scale.hpp"
 #include "train/checkpointer.hpp"
 #include "train/evaluate.hpp"
@@ -291,17 +292,21 @@ class ElasticTrainer {
              "failure injected by --debug-fail-at at local step ", local_steps_);
 
     auto compute_start = Clock::now();
-    const int64_t searches_before = on_gpu() ? cuda::conv_algorithm_searches() : 0;
+    const double cpu_start = dist::SpeedEmulator::thread_cpu_seconds();
+    const int64_t kernels_before = ops::conv2d_kernels_made();
     // fp16 ranks scale their loss (train/loss_scale.hpp); --debug-overflow-at makes the gradient NaN/Inf.
     const double rank_scale = s_.precision == Precision::FP16 ? s_.loss_scaler.scale() : 1.0;
     const bool inject_overflow = world_.rank() == s_.overflow_rank && local_steps_ == s_.overflow_step;
     const float loss_scale = inject_overflow ? std::numeric_limits<float>::infinity() : float(rank_scale);
     const LocalOutcome local = local_step_.run(batch, input, b, {}, {}, loss_scale);
     double compute = seconds_since(compute_start);
-    // Emulated speed changes (--emulate-schedule) happen at the same global step in every mode.
-    compute += s_.emulator.apply(world_.rank(), first / cfg_.global_batch, compute);
-    // A step that measured cuDNN algorithms for a new batch size is no sample of this rank's speed.
-    if (group_balancer_ && (!on_gpu() || cuda::conv_algorithm_searches() == searches_before))
+    // Emulated speed changes (--emulate-schedule) happen at the same global step in every mode. The
+    // process's first local step, and a step that made kernels for a new batch size (JIT, cuDNN's search),
+    // are set-up: neither emulated nor a sample of this rank's speed (dist/emulate.hpp).
+    const bool setup = local_steps_ == 0 || ops::conv2d_kernels_made() != kernels_before;
+    const double device_seconds = on_gpu() ? compute : dist::SpeedEmulator::thread_cpu_seconds() - cpu_start;
+    compute += s_.emulator.apply(world_.rank(), first / cfg_.global_batch, device_seconds, setup);
+    if (group_balancer_ && !setup)
       group_balancer_->record(b, compute);
     window_compute_ += compute;
     step_stats_.compute_us += micros(compute);
@@ -376,9 +381,11 @@ class ElasticTrainer {
   // step left its model (the members agree on that first).
   void rebalance_group() {
     if (!group_balancer_) return;
-    int off = group_balancer_->off_model(local_steps_) ? 1 : 0;
-    HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &off, 1, MPI_INT, MPI_MAX, group_));
-    if (!group_balancer_->update(local_steps_, off > 0)) return;
+    dist::RefitVotes votes;
+    votes.add(group_balancer_->vote(local_steps_));
+    static_assert(sizeof(votes) == 4 * sizeof(int64_t), "RefitVotes travels as 4 int64");
+    HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &votes, 4, MPI_INT64_T, MPI_SUM, group_));
+    if (!group_balancer_->update(local_steps_, dist::early_refit_agreed(votes, group_size_))) return;
     member_batches_ = group_balancer_->split();
     if (world_.rank() == 0 && !cfg_.quiet) {
       std::printf("group rebalance: %s\n", group_balancer_->describe(local_steps_).c_str());

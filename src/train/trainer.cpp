@@ -21,6 +21,7 @@
 #include "hetrain/optim.hpp"
 #include "hetrain/threading.hpp"
 #include "hetrain/train.hpp"
+#include "ops/conv2d/conv2d.hpp"
 #include "train/batch_source.hpp"
 #include "train/checkpointer.hpp"
 #include "train/evaluate.hpp"
@@ -58,7 +59,7 @@ struct StepFlags {
   double stop = 0;             // ranks that received a stop signal
   double checkpoint_due = 0;   // rank 0: --checkpoint-minutes have passed
   double output_failed = 0;    // rank 0: a metrics write failed
-  double refit_now = 0;        // ranks whose newest compute times left their cost model
+  dist::RefitVotes votes;      // the ranks' early-refit votes (dist::RankBalance::vote)
 };
 
 // Loss, accuracy, sample count and non-finite gradient values summed over ranks.
@@ -321,6 +322,7 @@ class Trainer {
     HT_CHECK(got == b, "internal: batch of ", got, " samples for a share of ", b);
 
     auto compute_start = Clock::now();
+    const double cpu_start = dist::SpeedEmulator::thread_cpu_seconds();
     nn::ParamBuffer& params = s_.model->params();
     // An FP16 rank backpropagates its loss times the scale and divides it out in its reduction weight; the
     // other ranks' gradients are unscaled. --debug-overflow-at makes one rank's gradient NaN/Inf instead.
@@ -330,7 +332,7 @@ class Trainer {
     const double weight = double(b) / double(plan.global_batch) / rank_scale;
     if (s_.buckets) s_.buckets->begin(params.grads().data(), weight);
     double next_wait = 0;
-    const int64_t searches_before = on_gpu() ? cuda::conv_algorithm_searches() : 0;
+    const int64_t kernels_before = ops::conv2d_kernels_made();
     // On a GPU, while this step computes there, the next step's batch (requested long ago) is taken from
     // the reader and uploaded into the other slot; the wait for it counts as data wait, not compute.
     const LocalOutcome local = local_step_.run(batch, input, b, [&] {
@@ -345,25 +347,31 @@ class Trainer {
     if (s_.buckets) s_.buckets->start_rest();
     mine.exposed = seconds_since(exposed_start);
     const double loss_sum = local.loss_sum, correct = local.correct;
-    // A step that measured cuDNN algorithms for a new batch size is no sample of this rank's speed.
-    const bool timing_is_typical = !on_gpu() || cuda::conv_algorithm_searches() == searches_before;
+    // A step that made kernels for a new batch size (JIT, cuDNN's search) is no sample of this rank's speed.
+    const bool timing_is_typical = ops::conv2d_kernels_made() == kernels_before;
     mine.compute = seconds_since(compute_start) - next_wait;
     mine.wait += next_wait;
-    mine.compute += s_.emulator.apply(world_.rank(), plan.global_step, mine.compute);
+    // The balancer counts the steps of this process: a resumed run calibrates again (its ranks, their
+    // devices and their load may have changed). Its first step, and a step that made kernels, are set-up:
+    // neither emulated nor a sample of the rank's speed.
+    const int64_t local_step = plan.global_step - s_.start_step;
+    const bool setup = local_step == 0 || !timing_is_typical;
+    const double device_seconds = on_gpu() ? mine.compute : dist::SpeedEmulator::thread_cpu_seconds() - cpu_start;
+    mine.compute += s_.emulator.apply(world_.rank(), plan.global_step, device_seconds, setup);
     mine.batch = double(b);
 
     // Every rank arrives here before the reduction; a rank that never does is named (--stall-timeout).
     // The wait for slower ranks is idle time, not compute or communication.
-    // The balancer counts the steps of this process: a resumed run calibrates again (its ranks, their
-    // devices and their load may have changed).
-    const int64_t local_step = plan.global_step - s_.start_step;
-    if (s_.fixed_split.empty() && timing_is_typical) s_.balancer->record(b, mine.compute);
+    if (s_.fixed_split.empty() && !setup) s_.balancer->record(b, mine.compute);
+    const int vote = s_.fixed_split.empty() ? s_.balancer->vote(local_step) : 0;
     std::vector<double> agreed = {stop_requests() > 0 ? 1.0 : 0.0,
                                   world_.rank() == 0 && checkpointer_.due_by_time() ? 1.0 : 0.0,
                                   world_.rank() == 0 && outputs_.metrics_failed() ? 1.0 : 0.0,
-                                  s_.fixed_split.empty() && s_.balancer->off_model(local_step) ? 1.0 : 0.0};
+                                  vote >= 2 ? 1.0 : 0.0, vote <= -2 ? 1.0 : 0.0, vote > 0 ? 1.0 : 0.0,
+                                  vote < 0 ? 1.0 : 0.0};
     mine.idle = s_.arrival->arrive(plan.global_step, agreed);
-    flags = StepFlags{agreed[0], agreed[1], agreed[2], agreed[3]};
+    flags = StepFlags{agreed[0], agreed[1], agreed[2],
+                      dist::RefitVotes{int64_t(agreed[3]), int64_t(agreed[4]), int64_t(agreed[5]), int64_t(agreed[6])}};
 
     auto comm_start = Clock::now();
     if (s_.buckets)
@@ -397,8 +405,9 @@ class Trainer {
 
     outputs_.log_samples(plan.epoch, plan.indices);
     if (s_.fixed_split.empty()) {
-      // A rank whose newest steps left its model (a straggler began or ended) makes everyone refit now.
-      split_changed_ = s_.balancer->update(local_step, flags.refit_now > 0);
+      // A rank whose newest steps left its model (a straggler began or ended) makes everyone refit now,
+      // unless every rank moved together (contention: no rank's relative speed changed).
+      split_changed_ = s_.balancer->update(local_step, dist::early_refit_agreed(flags.votes, world_.size()));
       if (split_changed_ && world_.rank() == 0 && !cfg_.quiet) {
         std::printf("rebalance: %s\n", s_.balancer->describe(plan.global_step).c_str());
         std::fflush(stdout);

@@ -1,6 +1,9 @@
 // Emulated heterogeneity: parsing, errors that name the option, sleep arithmetic, schedule.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "hetrain/dist/emulate.hpp"
 #include "hetrain/error.hpp"
 
@@ -65,4 +68,25 @@ TEST(SpeedEmulator, BadInputNamesTheOption) {
   EXPECT_NE(error_of("", "10:1:0", 4).find("--emulate-schedule: speed must be > 0"), std::string::npos);
   EXPECT_NE(error_of("", "-3:1:0.5", 4).find("--emulate-schedule: step"), std::string::npos);
   EXPECT_EQ(error_of("1, 0.5", "", 2), "");
+}
+
+// Set-up steps (the process's first, one that made kernels) are not multiplied: a slow rank's one-off JIT
+// would otherwise cost it 1/s times over and trip the stall watchdog in short runs.
+TEST(SpeedEmulator, SetupStepsAreNotEmulated) {
+  SpeedEmulator e("1,0.25", "", 2);
+  EXPECT_EQ(e.apply(1, 0, 100.0, /*setup_step=*/true), 0.0) << "would have slept 300 s";
+  EXPECT_NEAR(e.apply(1, 1, 0.001), 0.003, 1e-12);
+}
+
+// A CPU rank is emulated from the CPU time of its compute thread: time asleep or waiting for a core is not
+// counted (and so not multiplied by 1/s), time computing is.
+TEST(SpeedEmulator, ThreadCpuTimeCountsComputingNotWaiting) {
+  const double a = SpeedEmulator::thread_cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const double b = SpeedEmulator::thread_cpu_seconds();
+  EXPECT_LT(b - a, 0.02) << "100 ms asleep counted as CPU time";
+  volatile double x = 0;
+  for (int i = 0; i < 20000000; ++i) x = x + 1e-9 * i;
+  const double c = SpeedEmulator::thread_cpu_seconds();
+  EXPECT_GT(c - b, 0.001) << "20 M additions took no CPU time";
 }

@@ -18,7 +18,15 @@ namespace hetrain::dist {
 struct CostModel {
   double alpha = 0.0;  // seconds per step, fixed part (≥ 0)
   double beta = 0.0;   // seconds per sample (≥ 0; 0 = unknown/free)
+  // How far to trust it (CostWindow::fit fills these; 0 = not measured): the relative spread of single
+  // steps around the fit (RMS of t/predict − 1) and the effective number of steps behind it
+  // ((Σw)²/Σw² of the weights used). The planner's noise bound comes from them.
+  double spread = 0.0;
+  double steps = 0.0;
   double predict(int64_t b) const { return b <= 0 ? 0.0 : alpha + beta * double(b); }
+  // Relative standard error of the fitted level: spread / √steps (kUnknownSpread when never measured).
+  double level_error() const;
+  static constexpr double kUnknownSpread = 0.1;
 };
 
 struct CostSample {
@@ -49,23 +57,67 @@ class CostWindow {
   // Weighted least squares over the window; after a regime change (at least kMinShiftRun newest samples
   // all off `previous` by more than kShiftRatio, in one direction) over the new regime's samples only.
   // Outliers (a minority of steps off the first fit by more than kOutlierRatio) are left out of the fit.
+  // Fills spread and steps from the samples used (spread: previous's when fewer than 3 were used).
   CostModel fit(const CostModel* previous) const;
   // The newest `run` samples all miss `model` by more than `ratio` in the same direction.
   bool newest_off(const CostModel& model, size_t run, double ratio) const;
   // How many of the newest samples say a straggler began or ended, for the balancer's early refit: 2 when
-  // the newest two both miss `model` by more than 2× the same way, 1 when the newest alone misses it by more
-  // than 3×, else 0. Both ratios are well above the timing noise of a shared machine; a large jump is acted
-  // on after one step, since a step at the old split costs the most then.
+  // the newest two both miss `model` by more than 2× the same way, kSustainedRun when that many miss it by
+  // more than kShiftRatio the same way (throttling, another job), else 0. One step is no evidence: one-step
+  // bursts (another job's spike, a page-cache miss) reach 3× and more on shared machines, and refitting on
+  // them moved the plan away and back at every burst (bench_balance_sim, scenario bursts).
   size_t steps_off(const CostModel& model) const;
+  // The newest sample's seconds over what `model` predicts for it (1 when there is none).
+  double newest_ratio(const CostModel& model) const;
   static constexpr double kShiftRatio = 1.5;
   static constexpr double kOutlierRatio = 1.5;  // fit(): a minority of steps this far off the fit are dropped
   static constexpr size_t kMinShiftRun = 5;
+  static constexpr size_t kSustainedRun = 4;
 
  private:
   int capacity_;
   double decay_;
   std::deque<CostSample> samples_;  // oldest first
 };
+
+// ---------------------------------------------------------------- one rank's side
+// What each rank's balancer does without MPI: record its steps, vote for an early refit when its newest
+// steps leave its model, and fit the model it sends to the others at a refit. The MPI Balancer
+// (balancer.hpp) and the balance simulator (bench/balance_sim_bench.cpp) both drive this same code.
+struct BalanceConfig;
+class BalancePlanner;
+class RankBalance {
+ public:
+  explicit RankBalance(const BalanceConfig& config);
+  // A step's local batch and compute seconds (no waiting, no communication; set-up steps left out).
+  void record(int64_t b, double seconds);
+  // After `step`: ±2 when the newest steps are far slower (+) or faster (−) than the model (a straggler
+  // began or ended; CostWindow::steps_off says what "far" is), ±1 when only the newest step is off by more
+  // than kLeanRatio, else 0; 0 also before the first fit and within kCooldown steps of the last early refit.
+  int vote(const BalancePlanner& planner, int64_t step) const;
+  // The model to send at a refit after `step`. `early`: an agreed early refit; a rank whose own newest
+  // steps left its model then fits them alone (the old regime's steps describe a machine that is gone).
+  CostModel refit(int64_t step, bool early);
+  static constexpr int64_t kCooldown = 4;
+  static constexpr double kLeanRatio = 1.5;
+
+ private:
+  CostWindow window_;
+  CostModel mine_;
+  bool have_mine_ = false;
+  int64_t last_early_ = -1000000;
+};
+
+// One step's votes, summed over the ranks (the trainer carries the four counts in its step agreement).
+struct RefitVotes {
+  int64_t slower = 0, faster = 0;                  // votes +2 / −2
+  int64_t leaning_slower = 0, leaning_faster = 0;  // votes > 0 / < 0 (the above included)
+  void add(int vote);
+};
+// Refit early when some rank's speed changed relative to the others: a rank voted ±2 and not every rank
+// leans the same way. When they all do, it is a common slowdown (contention, another job on every node, a
+// shared file system) or speed-up, which changes no relative speed and calls for no new split.
+bool early_refit_agreed(const RefitVotes& votes, int n);
 
 // ---------------------------------------------------------------- solver
 // Minimise max_r models[r].predict(b_r) s.t. Σ b_r = B, 0 ≤ b_r ≤ caps[r] (caps empty = no caps).
@@ -92,7 +144,7 @@ struct BalanceConfig {
   int64_t calibration_steps = 3;  // steps at the uniform split, then as many at a perturbed split
   int window = 0;                 // samples per rank in the fit; 0 = 2·K (spans the last two plans)
   double decay = 0.9;             // weight of a sample one step older (recent measurements count more)
-  double hysteresis = 0.03;       // adopt a new plan only if predicted step time drops by more than this
+  double hysteresis = 0.03;       // floor of the noise bound: a new plan must predict a larger relative gain
   std::vector<int64_t> caps;      // --max-local-batch: empty = none, one value for all, or one per rank
 };
 
@@ -113,7 +165,15 @@ std::vector<int64_t> merge_caps(const std::vector<int64_t>& user_caps, const std
 //   steps [0, C)      uniform split (calibration, phase 1)
 //   steps [C, 2C)     perturbed split: every rank gets a second batch size (Σ still B) for slope+intercept
 //   after step 2C-1   first fitted split (static stops here; none never leaves uniform)
-//   dynamic           refit after steps 2C-1 + j·K, j ≥ 1
+//   dynamic           refit after steps 2C-1 + j·K, j ≥ 1, and early when the ranks agree on it
+// At a refit (docs/architecture.md, "Load balancing"):
+//   - never thrash: the solved split is adopted only when its predicted gain beats the noise bound,
+//     max(hysteresis, z_n · the largest level_error() of the ranks involved), z_n = √(2 ln n) + 1 (the
+//     largest of n fitting errors grows like √(2 ln n)); a gain under twice the bound moves half-way (at
+//     the first fit also one between the hysteresis and the bound);
+//   - never starve: a rank left at b = 0 whose one sample costs no more than the step gets a probe share
+//     of 1 and so is measured at every step; a rank whose one sample alone costs more stays idle, with the
+//     reason in describe(), and gets a probe share of 1 after 2, then 4, 8, ... 32 refits idle.
 class BalancePlanner {
  public:
   BalancePlanner(int n, int64_t B, const BalanceConfig& config);
@@ -143,17 +203,28 @@ class BalancePlanner {
   double predicted_uniform_seconds() const;
   int64_t fits() const { return fits_; }              // refits done so far
   int64_t rebalances() const { return rebalances_; }  // split changes so far (calibration included)
+  int64_t probes() const { return probes_; }          // probe shares handed to idle ranks so far
+  // The noise bound of the last refit (relative gain a new split had to beat) and its decision in words.
+  double noise_bound() const { return noise_bound_; }
+  const std::string& decision() const { return decision_; }
   // "step 42: split [40, 41, 20, 10] speeds [..] samples/s, predicted 12.3 ms/step (uniform 25.0 ms, 2.03x)"
+  // + the decision and why any rank is idle.
   std::string describe(int64_t step) const;
 
  private:
+  void adopt(const std::vector<int64_t>& reference, const std::vector<int64_t>& candidate, bool first);
+  void give_probes();
   int n_;
   int64_t B_;
   BalanceConfig config_;
   std::vector<int64_t> caps_, uniform_, perturbed_, split_;
   std::vector<CostModel> models_;
-  std::vector<int> idle_fits_;  // refits in a row that each rank spent at b = 0
-  int64_t fits_ = 0, rebalances_ = 0;
+  std::vector<int> idle_fits_;   // refits in a row that each rank spent at b = 0
+  std::vector<int> probe_wait_;  // refits an idle rank waits before its next probe (2, 4, ... 32)
+  static constexpr int kMaxProbeWait = 32;
+  int64_t fits_ = 0, rebalances_ = 0, probes_ = 0;
+  double noise_bound_ = 0.0;
+  std::string decision_, idle_notes_;
 };
 
 }  // namespace hetrain::dist

@@ -27,15 +27,13 @@ class Balancer {
   // After each step: this rank's b and its compute seconds (forward+backward+emulated sleep; no data
   // waiting, no communication). Local only.
   void record(int64_t b, double compute_seconds);
-  // Local: a straggler began or ended (CostWindow::steps_off of this rank's window against its fitted model)
-  // and no early refit came in the last kCooldown steps. The trainer sums this over the ranks in the step's
-  // agreement; update(step, true) on every rank then refits at once, the changed rank from its off steps
-  // alone.
-  bool off_model(int64_t step) const;
+  // Local: this rank's early-refit vote after `step` (RankBalance::vote). The
+  // trainer sums the votes over the ranks (RefitVotes) in the step's agreement and asks
+  // early_refit_agreed(); update(step, true) on every rank then refits at once.
+  int vote(int64_t step) const { return rank_balance_.vote(planner_, step); }
   // After each step, on every rank. Collective only at the planner's deterministic steps, and when
   // `early` (the same on every rank) asks for a refit now.
   bool update(int64_t step, bool early = false);
-  static constexpr int64_t kCooldown = 4;
 
   const BalancePlanner& planner() const { return planner_; }
   std::vector<double> speeds() const { return planner_.speeds(); }
@@ -47,10 +45,7 @@ class Balancer {
   MPI_Comm comm_;
   int rank_ = 0;
   BalancePlanner planner_;
-  CostWindow window_;
-  CostModel mine_;
-  bool have_mine_ = false;
-  int64_t last_early_ = -1000000;  // step of the last early refit
+  RankBalance rank_balance_;
 };
 
 }  // namespace hetrain::dist

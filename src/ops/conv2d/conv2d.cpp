@@ -1,6 +1,8 @@
 // ops/conv2d/conv2d.cpp — the convolution's entry point and CPU slot (cpu::conv2d_*).
 #include "ops/conv2d/conv2d.hpp"
 
+#include <atomic>
+
 namespace hetrain::ops {
 
 Dispatch<Conv2dFactoryFn> conv2d_impl("conv2d");
@@ -47,10 +49,17 @@ cpu::Conv2dGeom Conv2dOp::geom(const char* who, const Shape& x) const {
   return g;
 }
 
+namespace {
+std::atomic<int64_t> g_kernels_made{0};
+}  // namespace
+
+int64_t conv2d_kernels_made() { return g_kernels_made.load(); }
+
 Conv2dKernel& Conv2dOp::kernel_for(Device device, const cpu::Conv2dGeom& g, const Conv2dOptions& options) {
   if (!impl_ || impl_device_ != device || !same_geom(g, impl_geom_) || impl_precision_ != options.precision) {
     impl_.reset();  // a GPU kernel frees its workspace before the next one allocates
     impl_ = conv2d_impl.on(device)(g, options);
+    g_kernels_made.fetch_add(1);
     impl_device_ = device, impl_geom_ = g, impl_precision_ = options.precision;
   }
   return *impl_;

@@ -43,6 +43,13 @@ class Conv2dKernel {
 using Conv2dFactoryFn = std::unique_ptr<Conv2dKernel>(const cpu::Conv2dGeom& g, const Conv2dOptions& options);
 extern Dispatch<Conv2dFactoryFn> conv2d_impl;
 
+// Convolution kernels made so far in this process, on any device: one per layer whenever its input shape
+// changes (the balancer moved the batch size). Making one costs far more than a step's share of it — oneDNN
+// JIT-compiles code for a new shape, cuDNN measures its algorithms, buffers are first touched — so a step
+// during which this count grows is no sample of the rank's speed (the trainers leave it out of the balancer
+// and of the speed emulation).
+int64_t conv2d_kernels_made();
+
 // The convolution of one layer. The kernel for the tensors' device and geometry is made at first use and
 // kept while both stay (the balancer changes N at refits; cuDNN's algorithm choice is cached per shape for
 // the process, so a rebuild is cheap after the first).
