@@ -173,7 +173,7 @@ class Cluster {
 
 struct Result {
   double oracle_fraction = 0, rebalances_per_1000 = 0, probes = 0, solve_ms_mean = 0,
-         solve_ms_max = 0, allgather_ms = 0, oracle_rate = 0, early_refits = 0;
+         solve_ms_max = 0, allgather_ms = 0;
 };
 
 Result simulate(int n, const Scenario& sc, int64_t steps, double bandwidth, uint64_t seed) {
@@ -221,7 +221,6 @@ Result simulate(int n, const Scenario& sc, int64_t steps, double bandwidth, uint
     if (!models.empty()) {
       const double solve = since(s0) + fit_s;
       solve_sum += solve, res.solve_ms_max = std::max(res.solve_ms_max, 1e3 * solve), ++refits;
-      res.early_refits += early;
     }
     if (changed && step >= settled) ++changes;
   }
@@ -231,7 +230,6 @@ Result simulate(int n, const Scenario& sc, int64_t steps, double bandwidth, uint
   res.probes = double(planner.probes());
   res.solve_ms_mean = refits ? 1e3 * solve_sum / double(refits) : 0;
   res.allgather_ms = 1e3 * allgather;
-  res.oracle_rate = t_oracle > 0 ? double(B) * double(measured) / t_oracle : 0;
   return res;
 }
 

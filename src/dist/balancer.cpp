@@ -1,4 +1,4 @@
-// Balancer: local cost window + the planner; one allgather of (α, β) per refit.
+// Balancer: this rank's RankBalance + the planner; one allgather of the fitted models per refit.
 #include "hetrain/dist/balancer.hpp"
 
 #include "hetrain/error.hpp"

@@ -27,7 +27,6 @@
 #include <string>
 #include <vector>
 
-#include "hetrain/cuda.hpp"
 #include "hetrain/dist.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/nn.hpp"

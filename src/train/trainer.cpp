@@ -13,7 +13,6 @@
 #include <optional>
 #include <sstream>
 
-#include "hetrain/cuda.hpp"
 #include "hetrain/dist.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/nn.hpp"
@@ -363,12 +362,13 @@ class Trainer {
     // Every rank arrives here before the reduction; a rank that never does is named (--stall-timeout).
     // The wait for slower ranks is idle time, not compute or communication.
     if (s_.fixed_split.empty() && !setup) s_.balancer->record(b, mine.compute);
-    const int vote = s_.fixed_split.empty() ? s_.balancer->vote(local_step) : 0;
+    dist::RefitVotes vote;
+    if (s_.fixed_split.empty()) vote.add(s_.balancer->vote(local_step));
     std::vector<double> agreed = {stop_requests() > 0 ? 1.0 : 0.0,
                                   world_.rank() == 0 && checkpointer_.due_by_time() ? 1.0 : 0.0,
                                   world_.rank() == 0 && outputs_.metrics_failed() ? 1.0 : 0.0,
-                                  vote >= 2 ? 1.0 : 0.0, vote <= -2 ? 1.0 : 0.0, vote > 0 ? 1.0 : 0.0,
-                                  vote < 0 ? 1.0 : 0.0};
+                                  double(vote.slower), double(vote.faster), double(vote.leaning_slower),
+                                  double(vote.leaning_faster)};
     mine.idle = s_.arrival->arrive(plan.global_step, agreed);
     flags = StepFlags{agreed[0], agreed[1], agreed[2],
                       dist::RefitVotes{int64_t(agreed[3]), int64_t(agreed[4]), int64_t(agreed[5]), int64_t(agreed[6])}};
