@@ -3,9 +3,14 @@
 // The sums travel in one MPI_Iallreduce, tested against the deadline. An Iallreduce that has not
 // completed cannot say who is missing, so every rank also sends a one-int "arrived" message to rank 0
 // (and rank 0 to rank 1) before joining it: at the deadline rank 0 knows exactly which ranks never came.
+// A rank that arrived and then stopped (SIGSTOP while it waited for the others, which is where a fast rank
+// spends its idle time) is told apart by its silence: the waiting ranks send a one-int sign of life to
+// the same watcher every quarter of the timeout.
 #include "hetrain/dist/arrival.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -16,12 +21,22 @@ namespace hetrain::dist {
 
 namespace {
 constexpr int kArrivalTag = 7301;
+constexpr int kAliveTag = 7302;
+constexpr int kStepMask = 0x3fffffff;
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 double now_seconds() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 // Rank 0 (or 1) names a missing rank at the timeout; the others wait this much longer before they end
 // the job themselves, so the line that names the rank comes first.
 double grace(double timeout_s) { return std::max(5.0, 0.1 * timeout_s); }
+// Whether a sign of life sent in (masked) step `seen` is from this step or a later one: a rank that has
+// gone on to the next step is alive too. Older ones are left over from steps that ended.
+bool this_step_or_later(int seen, int now) { return ((seen - now) & kStepMask) < kStepMask / 2; }
+std::string seconds_text(double s) {
+  char t[32];
+  std::snprintf(t, sizeof t, "%g", s);
+  return t;
+}
 }  // namespace
 
 StepArrival::StepArrival(MPI_Comm comm, std::vector<std::string> hosts, double timeout_s, std::vector<int> names)
@@ -32,6 +47,14 @@ StepArrival::StepArrival(MPI_Comm comm, std::vector<std::string> hosts, double t
   if (names_.empty())
     for (int r = 0; r < size_; ++r) names_.push_back(r);
   HT_CHECK(int(names_.size()) == size_, "StepArrival: ", names_.size(), " rank names for ", size_, " ranks");
+  // Who watches whom: rank 0 watches everyone, rank 1 watches rank 0.
+  if (size_ > 1) {
+    if (rank_ == 0)
+      for (int r = 1; r < size_; ++r) watched_.push_back(r);
+    else if (rank_ == 1)
+      watched_.push_back(0);
+  }
+  last_heard_.assign(watched_.size(), 0.0);
   if (timeout_s_ > 0 && size_ > 1) watchdog_ = std::thread([this] { watch(); });
 }
 
@@ -45,10 +68,15 @@ StepArrival::~StepArrival() {
   watchdog_.join();
 }
 
-void StepArrival::step_done() { watched_step_.store(-1); }
+void StepArrival::step_done() {
+  watched_step_.store(-1);
+  all_arrived_ = false;
+  first_step_ = false;
+}
 
 void StepArrival::watch(int64_t step) {
   watched_since_.store(now_seconds());
+  watched_limit_.store(2 * timeout_now() + grace(timeout_now()));
   watched_step_.store(step);
 }
 
@@ -56,38 +84,77 @@ void StepArrival::watch() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!wake_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_; })) {
     const int64_t step = watched_step_.load();
-    if (step < 0 || now_seconds() - watched_since_.load() <= 2 * timeout_s_ + grace(timeout_s_)) continue;
+    if (step < 0 || now_seconds() - watched_since_.load() <= watched_limit_.load()) continue;
     char line[512];
     std::snprintf(line, sizeof line,
                   "hetrain: error: %sstep %lld: blocked in the step's collectives for more than %g s "
                   "(--stall-timeout): another rank stalled inside them; ending the job\n",
-                  error_context_prefix().c_str(), (long long)step, 2 * timeout_s_);
+                  error_context_prefix().c_str(), (long long)step, 2 * timeout_now());
     std::fputs(line, stderr);
     std::fflush(stderr);
     std::_Exit(1);  // MPI belongs to the main thread (MPI_THREAD_FUNNELED); the launcher ends the others
   }
 }
 
+void StepArrival::heartbeat(double now) {
+  // Sends that completed are done with their buffers.
+  for (auto it = beats_.begin(); it != beats_.end();) {
+    int done = 0;
+    HT_MPI_CHECK(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE));
+    it = done ? beats_.erase(it) : std::next(it);
+  }
+  if (now - last_sent_ < timeout_now() / 4) return;
+  last_sent_ = now;
+  Beat& beat = beats_.emplace_back(Beat{step_tag_, MPI_REQUEST_NULL});
+  HT_MPI_CHECK(MPI_Isend(&beat.step_tag, 1, MPI_INT, rank_ == 0 ? 1 : 0, kAliveTag, comm_, &beat.request));
+}
+
+void StepArrival::listen(double now) {
+  if (watched_.empty()) return;
+  for (size_t i = 0; i < arrivals_.size(); ++i) {
+    if (arrivals_[i] == MPI_REQUEST_NULL) continue;  // arrived (MPI_Test sets completed requests to null)
+    int arrived = 0;
+    HT_MPI_CHECK(MPI_Test(&arrivals_[i], &arrived, MPI_STATUS_IGNORE));
+    if (arrived) last_heard_[i] = now;
+  }
+  for (;;) {
+    int flag = 0;
+    MPI_Status status;
+    HT_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, kAliveTag, comm_, &flag, &status));
+    if (!flag) break;
+    int seen = 0;
+    HT_MPI_CHECK(MPI_Recv(&seen, 1, MPI_INT, status.MPI_SOURCE, kAliveTag, comm_, MPI_STATUS_IGNORE));
+    const size_t i = rank_ == 0 ? size_t(status.MPI_SOURCE - 1) : 0;
+    if (i < last_heard_.size() && this_step_or_later(seen, step_tag_)) last_heard_[i] = now;
+  }
+  if (!all_arrived_ && std::any_of(arrivals_.begin(), arrivals_.end(), [](MPI_Request r) { return r != MPI_REQUEST_NULL; }))
+    return;  // someone has not arrived yet: arrive() names it at the deadline
+  std::vector<int> silent;
+  double longest = 0;
+  for (size_t i = 0; i < watched_.size(); ++i)
+    if (now - last_heard_[i] > timeout_now()) {
+      silent.push_back(watched_[i]);
+      longest = std::max(longest, now - last_heard_[i]);
+    }
+  if (!silent.empty()) report_silent(watched_step_.load(), silent, longest);
+}
+
 double StepArrival::arrive(int64_t step, std::vector<double>& values) {
   const auto start = Clock::now();
+  const double entered = now_seconds();
+  const double limit = timeout_now();
   watch(step);
-  // Who watches whom: rank 0 watches everyone, rank 1 watches rank 0.
-  std::vector<MPI_Request> watch;
-  std::vector<int> watched, got;
-  int sent_step = int(step & 0x3fffffff), send_count = 0;
+  step_tag_ = int(step & kStepMask);
+  last_sent_ = entered;  // the arrival message is this step's first sign of life
+  int sent_step = step_tag_, send_count = 0;
   MPI_Request sends[2];
   if (size_ > 1) {
-    if (rank_ == 0) {
-      for (int r = 1; r < size_; ++r) watched.push_back(r);
-    } else if (rank_ == 1) {
-      watched.push_back(0);
-    }
-    got.resize(watched.size());
-    watch.resize(watched.size());
-    for (size_t i = 0; i < watched.size(); ++i)
-      HT_MPI_CHECK(MPI_Irecv(&got[i], 1, MPI_INT, watched[i], kArrivalTag, comm_, &watch[i]));
-    if (rank_ != 0) HT_MPI_CHECK(MPI_Isend(&sent_step, 1, MPI_INT, 0, kArrivalTag, comm_, &sends[send_count++]));
-    if (rank_ == 0) HT_MPI_CHECK(MPI_Isend(&sent_step, 1, MPI_INT, 1, kArrivalTag, comm_, &sends[send_count++]));
+    arrival_got_.assign(watched_.size(), 0);
+    arrivals_.assign(watched_.size(), MPI_REQUEST_NULL);
+    std::fill(last_heard_.begin(), last_heard_.end(), entered);
+    for (size_t i = 0; i < watched_.size(); ++i)
+      HT_MPI_CHECK(MPI_Irecv(&arrival_got_[i], 1, MPI_INT, watched_[i], kArrivalTag, comm_, &arrivals_[i]));
+    HT_MPI_CHECK(MPI_Isend(&sent_step, 1, MPI_INT, rank_ == 0 ? 1 : 0, kArrivalTag, comm_, &sends[send_count++]));
   }
   MPI_Request sum;
   HT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values.data(), int(values.size()), MPI_DOUBLE, MPI_SUM, comm_, &sum));
@@ -100,39 +167,73 @@ double StepArrival::arrive(int64_t step, std::vector<double>& values) {
     if (done) break;
     // Spin briefly (most steps arrive together), then sleep so a slower rank on the same core can run.
     if (++spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    const double waited = timeout_s_ > 0 && spins % 64 == 0 ? seconds_since(start) : 0.0;
-    if (waited > timeout_s_) {
+    if (timeout_s_ <= 0 || size_ < 2 || spins % 64 != 0) continue;
+    const double now = now_seconds();
+    heartbeat(now);
+    listen(now);  // names a rank that arrived and fell silent
+    const double waited = now - entered;
+    if (waited > limit) {
       std::vector<int> missing;
-      for (size_t i = 0; i < watch.size(); ++i) {
-        int arrived = 0;
-        HT_MPI_CHECK(MPI_Test(&watch[i], &arrived, MPI_STATUS_IGNORE));
-        if (!arrived) missing.push_back(watched[i]);
-      }
+      for (size_t i = 0; i < arrivals_.size(); ++i)
+        if (arrivals_[i] != MPI_REQUEST_NULL) missing.push_back(watched_[i]);
       // Only a speaker can name the missing rank; when everyone it watches is here, someone else is
       // missing (or a rank stalled inside the reduction): after the grace period any rank ends the job.
-      if ((speaker && !missing.empty()) || waited > timeout_s_ + grace(timeout_s_)) report_stall(step, missing);
+      if ((speaker && !missing.empty()) || waited > limit + grace(limit)) report_stall(step, missing);
     }
   }
   // Everyone entered the reduction, so every arrival message was sent: these complete at once.
-  if (!watch.empty()) HT_MPI_CHECK(MPI_Waitall(int(watch.size()), watch.data(), MPI_STATUSES_IGNORE));
+  if (!arrivals_.empty()) HT_MPI_CHECK(MPI_Waitall(int(arrivals_.size()), arrivals_.data(), MPI_STATUSES_IGNORE));
   if (send_count) HT_MPI_CHECK(MPI_Waitall(send_count, sends, MPI_STATUSES_IGNORE));
+  all_arrived_ = true;
   return seconds_since(start);
 }
 
+void StepArrival::keep_alive() {
+  if (!all_arrived_ || timeout_s_ <= 0 || size_ < 2) return;
+  const double now = now_seconds();
+  // Throttled: the communicator calls this between tests of its requests.
+  if (now - last_listened_ < 0.01) return;
+  last_listened_ = now;
+  heartbeat(now);
+  listen(now);
+}
+
+void StepArrival::wait(MPI_Request* requests, int n) {
+  int done = 0, spins = 0;
+  for (;;) {
+    HT_MPI_CHECK(MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE));
+    if (done) return;
+    if (++spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    keep_alive();
+  }
+}
+
+std::string StepArrival::who(const std::vector<int>& ranks) const {
+  std::string out;
+  for (size_t i = 0; i < ranks.size() && i < 8; ++i)
+    out += (i ? ", " : "") + std::string("rank ") + std::to_string(names_[size_t(ranks[i])]) + " on " +
+           hosts_[size_t(ranks[i])];
+  if (ranks.size() > 8) out += " and " + std::to_string(ranks.size() - 8) + " more";
+  return out;
+}
+
 void StepArrival::report_stall(int64_t step, const std::vector<int>& missing) const {
-  std::string who;
-  for (size_t i = 0; i < missing.size() && i < 8; ++i)
-    who += (i ? ", " : "") + std::string("rank ") + std::to_string(names_[size_t(missing[i])]) + " on " +
-           hosts_[size_t(missing[i])];
-  if (missing.size() > 8) who += " and " + std::to_string(missing.size() - 8) + " more";
-  char timeout[32];
-  std::snprintf(timeout, sizeof timeout, "%g", timeout_s_);
   std::string line = "hetrain: error: " + error_context_prefix() + "step " + std::to_string(step) + ": ";
   if (missing.empty())
-    line += "not every rank arrived within " + std::string(timeout) + " s (--stall-timeout); ending the job";
+    line += "not every rank arrived within " + seconds_text(timeout_now()) + " s (--stall-timeout); ending the job";
   else
-    line += who + " did not arrive within " + timeout +
+    line += who(missing) + " did not arrive within " + seconds_text(timeout_now()) +
             " s (--stall-timeout): stopped, hung or far slower than the others; ending the job";
+  end_job(line);
+}
+
+void StepArrival::report_silent(int64_t step, const std::vector<int>& silent, double silent_for) const {
+  end_job("hetrain: error: " + error_context_prefix() + "step " + std::to_string(step) + ": " + who(silent) +
+          " arrived, then fell silent inside the step's collectives for " + seconds_text(std::round(silent_for)) +
+          " s (--stall-timeout " + seconds_text(timeout_now()) + "): stopped or hung; ending the job");
+}
+
+void StepArrival::end_job(const std::string& line) const {
   std::fprintf(stderr, "%s\n", line.c_str());
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);  // the whole job, also when comm_ is a sub-communicator

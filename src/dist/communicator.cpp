@@ -82,11 +82,12 @@ MPI_Comm duplicate(MPI_Comm c) {
 // MPI libraries spin while they wait. When ranks outnumber cores, a rank that finished its share early
 // would burn the core a slower rank needs; sleeping briefly between tests hands it over.
 void nap() { std::this_thread::sleep_for(std::chrono::microseconds(50)); }
-void wait_politely(MPI_Request* request) {
+void wait_politely(MPI_Request* request, bool nap_between, const std::function<void()>& idle) {
   int done = 0;
   HT_MPI_CHECK(MPI_Test(request, &done, MPI_STATUS_IGNORE));
   while (!done) {
-    nap();
+    if (nap_between) nap();
+    idle();
     HT_MPI_CHECK(MPI_Test(request, &done, MPI_STATUS_IGNORE));
   }
 }
@@ -131,15 +132,15 @@ void MpiCommunicator::allreduce_sum(float* data, int64_t n) {
     float* chunk = data + off;
     for (const Stage& s : stages_) {
       if (s.comm == MPI_COMM_NULL) continue;  // a non-leader in the leaders' stage
-      if (s.op == Op::Allreduce && !polite_wait_) {
+      if (s.op == Op::Allreduce && !polite_wait_ && !has_idle_hook()) {
         HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, chunk, count, MPI_FLOAT, MPI_SUM, s.comm));
         continue;
       }
       InFlight f;
       f.data = chunk, f.n = count;
       start_stage(f, s);  // one chunk: one request
-      if (polite_wait_) {
-        wait_politely(&f.requests[0]);
+      if (polite_wait_ || has_idle_hook()) {
+        wait_politely(&f.requests[0], polite_wait_, [this] { idle(); });
       } else {
         HT_MPI_CHECK(MPI_Wait(&f.requests[0], MPI_STATUS_IGNORE));
       }
@@ -210,6 +211,7 @@ void MpiCommunicator::wait_all() {
     for (size_t i = 0; i < in_flight_.size(); ++i) all = advance(i) && all;
     if (all) break;
     if (polite_wait_) nap();
+    idle();
   }
   in_flight_.clear();
 }

@@ -64,9 +64,12 @@ struct StepFlags {
 // Loss, accuracy, sample count and non-finite gradient values summed over ranks.
 struct Totals {
   double loss_sum = 0, correct = 0, count = 0, nonfinite = 0;
-  void allreduce(MPI_Comm comm) {
+  // Inside a step: the wait is watched (a rank that stops here is named).
+  void allreduce(MPI_Comm comm, dist::StepArrival& arrival) {
     double v[4] = {loss_sum, correct, count, nonfinite};
-    HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_DOUBLE, MPI_SUM, comm));
+    MPI_Request r;
+    HT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, v, 4, MPI_DOUBLE, MPI_SUM, comm, &r));
+    arrival.wait(&r, 1);
     loss_sum = v[0], correct = v[1], count = v[2], nonfinite = v[3];
   }
 };
@@ -81,7 +84,11 @@ class Trainer {
         checkpointer_(cfg, world_),
         local_step_(s_, cfg.label_smoothing),
         next_step_(s_.start_step),
-        any_gpu_(any_rank(on_gpu())) {}
+        any_gpu_(any_rank(on_gpu())) {
+    // A rank waiting in the gradient reduction tells the stall watch it is alive, so one that stopped
+    // there is named (dist/arrival.hpp).
+    s_.comm->set_idle_hook([this] { s_.arrival->keep_alive(); });
+  }
 
   TrainResult run() {
     announce();
@@ -382,7 +389,7 @@ class Trainer {
     // The reduced gradient is the same on every rank; counting its NaN/Inf values rides on the totals'
     // reduction, so every rank stops at the same step with the same message.
     Totals step_totals{loss_sum, correct, double(b), double(count_nonfinite(params.grads()))};
-    step_totals.allreduce(world_.comm());
+    step_totals.allreduce(world_.comm(), *s_.arrival);
     mine.comm = seconds_since(comm_start);
     // fp16: a step with NaN/Inf is skipped on every rank alike (they all saw the same reduced gradient).
     const LossScaler::Verdict verdict = s_.loss_scaler.update(step_totals.nonfinite > 0);
@@ -425,7 +432,9 @@ class Trainer {
     rec.accuracy = step_totals.correct / std::max(1.0, step_totals.count);
     rec.ranks.resize(world_.size());
     static_assert(sizeof(StepTimes) == 6 * sizeof(double), "StepTimes travels as 6 doubles");
-    HT_MPI_CHECK(MPI_Gather(&mine, 6, MPI_DOUBLE, rec.ranks.data(), 6, MPI_DOUBLE, 0, world_.comm()));
+    MPI_Request gathered;
+    HT_MPI_CHECK(MPI_Igather(&mine, 6, MPI_DOUBLE, rec.ranks.data(), 6, MPI_DOUBLE, 0, world_.comm(), &gathered));
+    s_.arrival->wait(&gathered, 1);
     s_.arrival->step_done();
     rec.step_seconds = seconds_since(step_start);
     window.loss_sum += step_totals.loss_sum;

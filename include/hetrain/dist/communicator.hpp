@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,8 +45,18 @@ class Communicator {
   virtual void wait_all();
   // True when start_weighted_allreduce really starts communication (it overlaps with what follows).
   virtual bool overlaps() const { return false; }
+  // Called between tests while this rank waits for the others in an MPI reduction (the stall watch's
+  // signs of life, dist::StepArrival::keep_alive). With a hook set, MPI waits test instead of blocking.
+  void set_idle_hook(std::function<void()> hook) { idle_hook_ = std::move(hook); }
+
+ protected:
+  void idle() const {
+    if (idle_hook_) idle_hook_();
+  }
+  bool has_idle_hook() const { return bool(idle_hook_); }
 
  private:
+  std::function<void()> idle_hook_;
   struct Deferred {
     float* data;
     int64_t n;
