@@ -464,11 +464,20 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   return out;
 }
 
-std::vector<std::string> prune_checkpoints(const std::string& dir, int keep) {
+int64_t checkpoint_step(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return step_of(slash == std::string::npos ? path : path.substr(slash + 1));
+}
+
+std::vector<std::string> prune_checkpoints(std::vector<std::string>& prunable, int keep) {
+  std::sort(prunable.begin(), prunable.end(),
+            [](const std::string& a, const std::string& b) { return checkpoint_step(a) > checkpoint_step(b); });
+  prunable.erase(std::unique(prunable.begin(), prunable.end()), prunable.end());
   std::vector<std::string> removed;
-  const std::vector<std::string> all = list_checkpoints(dir);
-  for (size_t i = size_t(std::max(keep, 0)); i < all.size(); ++i)
-    if (std::remove(all[i].c_str()) == 0) removed.push_back(all[i]);
+  while (prunable.size() > size_t(std::max(keep, 0))) {
+    if (std::remove(prunable.back().c_str()) == 0) removed.push_back(prunable.back());
+    prunable.pop_back();
+  }
   return removed;
 }
 

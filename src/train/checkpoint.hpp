@@ -63,8 +63,12 @@ CheckpointTensors read_checkpoint_tensors(const std::string& path, const nn::Par
 std::string checkpoint_path(const std::string& dir, int64_t global_step);
 // Checkpoint files in `dir`, newest (highest step) first. Empty when the folder has none.
 std::vector<std::string> list_checkpoints(const std::string& dir);
-// Removes all but the newest `keep` checkpoints; returns what it removed.
-std::vector<std::string> prune_checkpoints(const std::string& dir, int keep);
+// The step in a checkpoint file's name ("DIR/checkpoint-00000123.h5" -> 123); -1 for other names.
+int64_t checkpoint_step(const std::string& path);
+// Keeps the `keep` highest-numbered files of `prunable` (checkpoints this run may remove: those it wrote,
+// and the earlier ones of the run it continues), removes the others from disk and from the list; returns
+// what it removed. Files not on the list are never touched (docs/checkpoint-format.md, "The folder").
+std::vector<std::string> prune_checkpoints(std::vector<std::string>& prunable, int keep);
 // Removes "checkpoint-*.h5.tmp-PID" files whose writer (PID on this host) is gone; returns them.
 std::vector<std::string> remove_stale_temporaries(const std::string& dir);
 // Throws naming the folder when it cannot be created or written (checked by writing and removing a file).

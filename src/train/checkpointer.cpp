@@ -16,13 +16,14 @@ std::vector<float> host_copy(const Tensor& t) {
 }
 }  // namespace
 
-Checkpointer::Checkpointer(const TrainConfig& cfg, const dist::World& world)
+Checkpointer::Checkpointer(const TrainConfig& cfg, const dist::World& world, std::vector<std::string> prunable)
     : world_(world),
       dir_(cfg.checkpoint_dir),
       every_(cfg.checkpoint_every),
       minutes_(cfg.checkpoint_minutes),
       keep_(cfg.keep_checkpoints),
       quiet_(cfg.quiet),
+      prunable_(std::move(prunable)),
       last_time_(Clock::now()) {}
 
 bool Checkpointer::due_by_steps(int64_t steps_done) const {
@@ -35,14 +36,18 @@ bool Checkpointer::due_by_time() const {
 }
 
 void Checkpointer::write_file(const std::string& path, const CheckpointInfo& info, const nn::ParamBuffer& layout,
-                              const CheckpointTensors& tensors) const {
+                              const CheckpointTensors& tensors) {
   try {
     write_checkpoint(path, info, layout, tensors);
   } catch (const Error& e) {
-    HT_THROW("checkpoint at step ", info.global_step, ": ", e.message(), " (earlier checkpoints in ", dir_,
-             " are intact)");
+    const size_t earlier = list_checkpoints(dir_).size();
+    HT_THROW("checkpoint at step ", info.global_step, ": ", e.message(),
+             earlier == 0 ? " (no earlier checkpoint in " + dir_ + ")"
+                          : " (the " + std::to_string(earlier) + " earlier checkpoint file(s) in " + dir_ +
+                                " are as they were)");
   }
-  prune_checkpoints(dir_, keep_);
+  prunable_.push_back(path);
+  removed_ = prune_checkpoints(prunable_, keep_);
 }
 
 void Checkpointer::written(const std::string& path, int64_t step, Clock::time_point start) {
@@ -54,6 +59,7 @@ void Checkpointer::written(const std::string& path, int64_t step, Clock::time_po
     struct stat st {};
     const double mb = ::stat(path.c_str(), &st) == 0 ? double(st.st_size) / 1e6 : 0.0;
     std::printf("checkpoint: %s (%.1f MB, %.2f s)\n", path.c_str(), mb, took);
+    for (const std::string& f : removed_) std::printf("checkpoint: removed %s (--keep-checkpoints %d)\n", f.c_str(), keep_);
     std::fflush(stdout);
   }
 }

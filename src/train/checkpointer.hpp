@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "hetrain/dist.hpp"
 #include "hetrain/optim.hpp"
@@ -16,7 +17,10 @@ namespace hetrain::train {
 
 class Checkpointer {
  public:
-  Checkpointer(const TrainConfig& cfg, const dist::World& world);
+  // prunable: rank 0's earlier checkpoints of the run this one continues (Setup::prunable_checkpoints).
+  // Pruning keeps the newest --keep-checkpoints of those and of the ones this run writes, and touches no
+  // other file in the folder.
+  Checkpointer(const TrainConfig& cfg, const dist::World& world, std::vector<std::string> prunable = {});
   bool enabled() const { return !dir_.empty(); }
   // Same answer on every rank.
   bool due_by_steps(int64_t steps_done) const;
@@ -34,7 +38,7 @@ class Checkpointer {
 
  private:
   void write_file(const std::string& path, const CheckpointInfo& info, const nn::ParamBuffer& layout,
-                  const CheckpointTensors& tensors) const;
+                  const CheckpointTensors& tensors);
   void written(const std::string& path, int64_t step, std::chrono::steady_clock::time_point start);
   const dist::World& world_;
   std::string dir_;
@@ -42,6 +46,8 @@ class Checkpointer {
   double minutes_;
   int keep_;
   bool quiet_;
+  std::vector<std::string> prunable_;  // rank 0
+  std::vector<std::string> removed_;   // rank 0: pruned by the newest write, for its log line
   std::chrono::steady_clock::time_point last_time_;
   int64_t last_step_ = -1;
   double seconds_ = 0;

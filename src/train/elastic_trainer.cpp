@@ -65,7 +65,7 @@ class ElasticTrainer {
         world_(dist::World::get()),
         s_(make_setup(cfg, world_)),
         outputs_(cfg, world_),
-        checkpointer_(cfg, world_),
+        checkpointer_(cfg, world_, s_.prunable_checkpoints),
         local_step_(s_, cfg.label_smoothing) {
     // This rank's samples per local step: --local-batch, else an equal share of B, within the GPU's memory.
     local_batch_ = cfg.local_batch > 0 ? cfg.local_batch : std::max<int64_t>(1, cfg.global_batch / world_.size());
@@ -658,7 +658,7 @@ class ElasticTrainer {
     HT_MPI_CHECK(MPI_Allgather(&local_batch_, 1, MPI_INT64_T, batches.data(), 1, MPI_INT64_T, world_.comm()));
     const std::vector<int>& leaders = leaders_;
     if (world_.rank() != 0) return;
-    for (const std::string& note : s_.notes) std::printf("%s\n", note.c_str());
+    print_notes(s_.notes);
     if (!cfg_.quiet) {
       const auto& info = s_.train->info();
       std::printf("hetrain: %d rank(s), mode %s\n%s", world_.size(), cfg_.mode.c_str(), table.c_str());

@@ -51,6 +51,19 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return t;
 }
 
+std::string base_name(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// "a, b, c" or "a, b, c and 7 more"
+std::string list_text(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 3; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > 3) out += " and " + std::to_string(names.size() - 3) + " more";
+  return out;
+}
+
 LoadedCheckpoint load_file(const std::string& path, const RunIdentity& run, const nn::ParamBuffer& layout) {
   LoadedCheckpoint c;
   c.path = path;
@@ -79,6 +92,29 @@ void check_compatible(const std::string& path, const CheckpointInfo& info, const
            " steps per epoch, this run has ", run.steps_per_epoch, " (--last-batch differs?)");
 }
 
+std::vector<std::string> checkpoints_continued(const std::string& dir, int64_t resumed_step, const RunIdentity& run,
+                                               int& others, std::string& newest_other) {
+  std::vector<std::string> mine;
+  others = 0;
+  newest_other.clear();
+  for (const std::string& path : list_checkpoints(dir)) {  // newest first
+    bool continued = false;
+    if (checkpoint_step(path) <= resumed_step) {
+      try {
+        check_compatible(path, read_checkpoint_info(path), run);
+        continued = true;
+      } catch (const Error&) {  // damaged, or another run's: not this run's to remove
+      }
+    }
+    if (continued) {
+      mine.push_back(path);
+    } else if (others++ == 0) {
+      newest_other = path;
+    }
+  }
+  return mine;
+}
+
 ResumeChoice load_for_resume(const TrainConfig& cfg, const RunIdentity& run, const nn::ParamBuffer& layout,
                              const std::string& canonical_config) {
   ResumeChoice choice;
@@ -87,6 +123,7 @@ ResumeChoice load_for_resume(const TrainConfig& cfg, const RunIdentity& run, con
     choice.checkpoint = load_file(cfg.resume, run, layout);  // any problem refuses the run
   } else {
     HT_CHECK(!cfg.checkpoint_dir.empty(), "--resume auto needs --checkpoint-dir (where to look)");
+    std::vector<std::string> skipped;  // damaged files, by name
     for (const std::string& path : list_checkpoints(cfg.checkpoint_dir)) {
       // Another model or dataset is a mistake to report, not a file to skip; a damaged file is skipped.
       CheckpointInfo info;
@@ -94,6 +131,7 @@ ResumeChoice load_for_resume(const TrainConfig& cfg, const RunIdentity& run, con
         info = read_checkpoint_info(path);
       } catch (const Error& e) {
         choice.notes.push_back("resume: skipping " + e.message());
+        skipped.push_back(base_name(path));
         continue;
       }
       check_compatible(path, info, run);
@@ -102,10 +140,14 @@ ResumeChoice load_for_resume(const TrainConfig& cfg, const RunIdentity& run, con
         break;
       } catch (const Error& e) {
         choice.notes.push_back("resume: skipping " + e.message());
+        skipped.push_back(base_name(path));
       }
     }
-    if (!choice.checkpoint)
-      choice.notes.push_back("resume: no usable checkpoint in " + cfg.checkpoint_dir + "; starting from the beginning");
+    if (!choice.checkpoint && skipped.empty())
+      choice.notes.push_back("resume: no checkpoint in " + cfg.checkpoint_dir + "; starting from the beginning");
+    if (!choice.checkpoint && !skipped.empty())
+      choice.notes.push_back("warning: --resume auto: every checkpoint in " + cfg.checkpoint_dir + " is damaged (" +
+                             list_text(skipped) + "); starting from the beginning (they are left as they are)");
   }
   if (choice.checkpoint) {
     const LoadedCheckpoint& c = *choice.checkpoint;

@@ -41,6 +41,13 @@ struct ResumeChoice {
 ResumeChoice load_for_resume(const TrainConfig& cfg, const RunIdentity& run,
                              const nn::ParamBuffer& layout, const std::string& canonical_config);
 
+// Rank 0: the checkpoints in `dir` of the run this one continues from `resumed_step` (-1: none), which
+// its pruning may remove: steps up to `resumed_step` whose header reads and matches `run`. Files of later
+// steps, of other runs and damaged ones are not among them. `others` gets how many checkpoint files are
+// not, and `newest_other` the highest-numbered of those ("" when none).
+std::vector<std::string> checkpoints_continued(const std::string& dir, int64_t resumed_step, const RunIdentity& run,
+                                               int& others, std::string& newest_other);
+
 // Throws naming `path` and the first difference when `info` cannot continue `run`.
 void check_compatible(const std::string& path, const CheckpointInfo& info, const RunIdentity& run);
 

@@ -56,6 +56,13 @@ std::string gib(size_t bytes) {
 }
 }  // namespace
 
+void print_notes(const std::vector<std::string>& notes) {
+  for (const std::string& note : notes)
+    std::fprintf(note.rfind("warning:", 0) == 0 ? stderr : stdout, "%s\n", note.c_str());
+  std::fflush(stdout);
+  std::fflush(stderr);
+}
+
 RunIdentity run_identity(const TrainConfig& cfg, const Setup& s) {
   const auto& info = s.train->info();
   RunIdentity r;
@@ -208,6 +215,10 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   HT_CHECK(cfg.resume != "auto" || !cfg.checkpoint_dir.empty(), "--resume auto needs --checkpoint-dir (where to look)");
   if (!cfg.checkpoint_dir.empty() && world.rank() == 0) {  // rank 0 writes; find out now, not after hours
     check_writable_folder(cfg.checkpoint_dir, "--checkpoint-dir");
+    std::string gone;
+    s.checkpoint_lock = std::make_unique<CheckpointLock>(cfg.checkpoint_dir, gone);
+    if (!gone.empty())
+      s.notes.push_back("checkpoints: took over the lock of " + cfg.checkpoint_dir + " from a job that is gone (" + gone + ")");
     for (const std::string& f : remove_stale_temporaries(cfg.checkpoint_dir))
       s.notes.push_back("checkpoints: removed " + f + " (left by a writer that is gone)");
   }
@@ -294,6 +305,16 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
                                           cfg.config_text.empty() ? cfg.canonical() : cfg.config_text);
     s.resume = std::move(choice.checkpoint);
     s.notes.insert(s.notes.end(), choice.notes.begin(), choice.notes.end());
+    if (!cfg.checkpoint_dir.empty()) {
+      int others = 0;
+      std::string newest_other;
+      s.prunable_checkpoints = checkpoints_continued(cfg.checkpoint_dir, s.resume ? s.resume->info.global_step : -1,
+                                                     run_identity(cfg, s), others, newest_other);
+      if (others > 0)
+        s.notes.push_back("checkpoints: " + cfg.checkpoint_dir + " holds " + std::to_string(others) +
+                          " checkpoint file(s) this run does not continue (newest " + newest_other +
+                          "); they are never pruned, and --resume auto would prefer a higher-numbered one");
+    }
   }
 
   s.emulator = dist::SpeedEmulator(cfg.emulate_speed, cfg.emulate_schedule, n);

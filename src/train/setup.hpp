@@ -15,6 +15,7 @@
 #include "train/detection.hpp"
 #include "train/device_step.hpp"
 #include "train/loss_scale.hpp"
+#include "train/checkpoint_lock.hpp"
 #include "train/resume.hpp"
 
 namespace hetrain::train {
@@ -46,7 +47,9 @@ struct Setup {
   int overflow_rank = -1;                    // --debug-overflow-at: injected overflow
   int64_t overflow_step = -1;
   int64_t start_step = 0;                    // the first step this process trains (> 0 after a resume)
-  std::vector<std::string> notes;            // rank 0 prints these before training (resume, stale files)
+  std::vector<std::string> notes;            // rank 0 prints these before training (print_notes)
+  std::unique_ptr<CheckpointLock> checkpoint_lock;  // rank 0 with --checkpoint-dir: this job's folder
+  std::vector<std::string> prunable_checkpoints;    // rank 0: earlier checkpoints this run continues
   std::vector<std::string> hosts;            // every rank's host, for messages
   std::unique_ptr<dist::StepArrival> arrival;  // the per-step agreement with its stall watchdog
   std::optional<LoadedCheckpoint> resume;    // rank 0, between reading and sharing it
@@ -55,6 +58,9 @@ struct Setup {
 // --groups of the hybrid mode: "node" and "speed" give {} (the groups follow the nodes, or measured
 // speeds: train/elastic_trainer.cpp), else one group id per rank, each in [0, ranks). Throws on anything else.
 std::vector<int> parse_groups(const std::string& text, int ranks);
+
+// Rank 0: the notes, those that start with "warning:" on stderr (they are printed even with --quiet).
+void print_notes(const std::vector<std::string>& notes);
 
 // The data, model and run facts a checkpoint must match (train/resume.hpp).
 RunIdentity run_identity(const TrainConfig& cfg, const Setup& s);

@@ -81,7 +81,7 @@ class Trainer {
         world_(dist::World::get()),
         s_(make_setup(cfg, world_)),
         outputs_(cfg, world_),
-        checkpointer_(cfg, world_),
+        checkpointer_(cfg, world_, s_.prunable_checkpoints),
         local_step_(s_, cfg.label_smoothing),
         next_step_(s_.start_step),
         any_gpu_(any_rank(on_gpu())) {
@@ -186,7 +186,7 @@ class Trainer {
   void announce() {
     const std::string table = world_.rank_table(s_.device);
     if (world_.rank() != 0) return;
-    for (const std::string& note : s_.notes) std::printf("%s\n", note.c_str());
+    print_notes(s_.notes);
     std::fflush(stdout);
     if (cfg_.quiet) return;
     const auto& info = s_.train->info();

@@ -154,7 +154,7 @@ TEST(Checkpoint, ChangedTensorFailsTheChecksum) {
   }
 }
 
-TEST(Checkpoint, FolderKeepsNewestAndRemovesOnlyDeadWritersTemporaries) {
+TEST(Checkpoint, FolderPrunesOnlyItsOwnAndRemovesOnlyDeadWritersTemporaries) {
   TempDir dir;
   const std::string d = dir.path.string();
   for (int64_t step : {5, 40, 100, 7}) std::ofstream(checkpoint_path(d, step)) << "x";
@@ -164,11 +164,19 @@ TEST(Checkpoint, FolderKeepsNewestAndRemovesOnlyDeadWritersTemporaries) {
   ASSERT_EQ(listed.size(), 4u);
   EXPECT_EQ(fs::path(listed[0]).filename(), "checkpoint-00000100.h5");
   EXPECT_EQ(fs::path(listed[3]).filename(), "checkpoint-00000005.h5");
-  const auto removed = prune_checkpoints(d, 2);
-  EXPECT_EQ(removed.size(), 2u);
-  EXPECT_EQ(list_checkpoints(d).size(), 2u);
-  EXPECT_TRUE(fs::exists(checkpoint_path(d, 40)));
-  EXPECT_FALSE(fs::exists(checkpoint_path(d, 7)));
+  EXPECT_EQ(checkpoint_step(listed[0]), 100);
+  EXPECT_EQ(checkpoint_step(d + "/notes.txt"), -1);
+  // Pruning keeps the newest of the files it may prune and touches no other: here the run may prune 5, 7
+  // and 40 (100 is another run's, or damaged): 40 and 7 stay, 5 goes, 100 stays.
+  std::vector<std::string> prunable = {checkpoint_path(d, 7), checkpoint_path(d, 5), checkpoint_path(d, 40)};
+  const auto removed = prune_checkpoints(prunable, 2);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed[0], checkpoint_path(d, 5));
+  EXPECT_EQ(prunable, (std::vector<std::string>{checkpoint_path(d, 40), checkpoint_path(d, 7)}));
+  EXPECT_EQ(list_checkpoints(d).size(), 3u);
+  EXPECT_TRUE(fs::exists(checkpoint_path(d, 100)));
+  EXPECT_TRUE(fs::exists(checkpoint_path(d, 7)));
+  EXPECT_FALSE(fs::exists(checkpoint_path(d, 5)));
 
   // A temporary of this (live) process stays; one of a PID that cannot exist goes.
   const std::string mine = checkpoint_path(d, 200) + ".tmp-" + std::to_string(::getpid());
