@@ -264,6 +264,7 @@ void write_objects(hid_t file, const std::string& tmp, const CheckpointInfo& inf
   h5::write_int_attr(file, "epoch", info.epoch, H5T_STD_I64LE);
   h5::write_int_attr(file, "step_in_epoch", info.step_in_epoch, H5T_STD_I64LE);
   h5::write_int_attr(file, "samples_in_epoch", info.samples_in_epoch, H5T_STD_I64LE);
+  h5::write_int_attr(file, "sample_position", info.sample_position, H5T_STD_I64LE);
   h5::write_int_attr(file, "steps_per_epoch", info.steps_per_epoch, H5T_STD_I64LE);
   h5::write_int_attr(file, "global_batch", info.global_batch, H5T_STD_I64LE);
   h5::write_int_attr(file, "num_samples", info.num_samples, H5T_STD_I64LE);
@@ -382,13 +383,15 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   c.epoch = h5::read_int_attr(file, "epoch", path);
   c.step_in_epoch = h5::read_int_attr(file, "step_in_epoch", path);
   c.samples_in_epoch = h5::read_int_attr(file, "samples_in_epoch", path);
+  if (h5::has_attr(file, "sample_position")) c.sample_position = h5::read_int_attr(file, "sample_position", path);
   c.steps_per_epoch = h5::read_int_attr(file, "steps_per_epoch", path);
   c.global_batch = h5::read_int_attr(file, "global_batch", path);
   c.num_samples = h5::read_int_attr(file, "num_samples", path);
   c.seed = read_u64_attr(file, "seed", path);
   c.world_size = int(h5::read_int_attr(file, "world_size", path));
-  HT_CHECK(c.global_step >= 0 && c.global_batch >= 1 && c.steps_per_epoch >= 1 && c.num_samples >= 1, path,
-           ": inconsistent progress attributes");
+  HT_CHECK(c.global_step >= 0 && c.global_batch >= 1 && c.steps_per_epoch >= 1 && c.num_samples >= 1 &&
+               c.sample_position >= -1,
+           path, ": inconsistent progress attributes");
 
   HT_CHECK(H5Lexists(file, "optimizer", H5P_DEFAULT) > 0 && H5Lexists(file, "schedule", H5P_DEFAULT) > 0 &&
                H5Lexists(file, "balancer", H5P_DEFAULT) > 0,

@@ -21,6 +21,9 @@ struct CheckpointInfo {
   // where the run stands
   int64_t global_step = 0;       // steps completed: the next step to run
   int64_t epoch = 0, step_in_epoch = 0, samples_in_epoch = 0;
+  // The samples of the run's order trained so far (epoch * num_samples + position in the epoch's order),
+  // exact in every mode; -1 in checkpoints written before it existed (docs/checkpoint-format.md).
+  int64_t sample_position = -1;
   int64_t steps_per_epoch = 0, global_batch = 0, num_samples = 0;
   uint64_t seed = 0;
   int world_size = 0;

@@ -104,7 +104,7 @@ class ElasticTrainer {
   TrainResult run() {
     announce();
     nn::ParamBuffer& params = s_.model->params();
-    const int64_t first_sample = std::min(s_.start_step * cfg_.global_batch, total_samples_);
+    const int64_t first_sample = std::min(s_.start_sample, total_samples_);
     Tensor host = params.values().to(Device::CPU);  // the center starts as the (identical) replicas
     // Window creation fails alike everywhere (no usable one-sided component): one line from rank 0.
     std::unique_ptr<dist::ElasticCenter> center_window;
@@ -184,7 +184,7 @@ class ElasticTrainer {
     std::vector<double> none = {0.0};
     s_.arrival->arrive(total_samples_ / cfg_.global_batch, none);
     s_.arrival->step_done();
-    const int64_t samples_done = std::min(counter.claimed(), total_samples_);
+    const int64_t samples_done = samples_done_ = std::min(counter.claimed(), total_samples_);
     HT_MPI_CHECK(MPI_Barrier(world_.comm()));  // nobody closes the counter while another still reads it
     center.read(host.data());
     if (on_gpu()) params.values().copy_from(host);  // on the CPU, host is the parameters themselves
@@ -638,6 +638,7 @@ class ElasticTrainer {
     t.momentum.assign(momentum.data(), momentum.data() + momentum.numel());
     t.num_batches_tracked = step;
     CheckpointInfo info = checkpoint_info(cfg_, s_, step, world_.size());
+    info.sample_position = std::min(settled, total_samples_);
     info.split = all_batches_;
     checkpointer_.write_alone(info, params, t);
     last_checkpoint_step_ = step;
@@ -686,7 +687,7 @@ class ElasticTrainer {
                   speeds.empty() ? "" : (" by measured speed [" + speeds + "] samples/s").c_str(), local.c_str());
       if (cfg_.precision != Precision::FP32) std::printf("%s\n", precision_text(cfg_.precision).c_str());
       if (s_.start_step > 0)
-        std::printf("resuming at sample %lld of %lld\n", (long long)(s_.start_step * cfg_.global_batch),
+        std::printf("resuming at sample %lld of %lld\n", (long long)s_.start_sample,
                     (long long)total_samples_);
       if (s_.emulator.active()) std::printf("%s\n", s_.emulator.describe().c_str());
     }
@@ -701,8 +702,9 @@ class ElasticTrainer {
   }
 
   void save_checkpoint(int64_t samples_done) {
-    // A resume continues at this step boundary of the global batch (samples past it are trained again).
+    // Named by the step of the global batch it falls in; a resume continues at the exact sample.
     CheckpointInfo info = checkpoint_info(cfg_, s_, samples_done / cfg_.global_batch, world_.size());
+    info.sample_position = samples_done;
     info.split = all_batches_;
     checkpointer_.write(info, s_.model->params(), *s_.sgd);
   }
@@ -720,7 +722,7 @@ class ElasticTrainer {
       std::printf("fp16: %lld local step(s) skipped for overflow over all %s, rank 0's loss scale %g\n",
                   (long long)skipped, cfg_.mode == "hybrid" ? "groups" : "ranks", s_.loss_scaler.scale());
     if (stopped)
-      std::printf("stopped after %lld of %lld samples (stop signal)%s\n", (long long)(result.steps * cfg_.global_batch),
+      std::printf("stopped after %lld of %lld samples (stop signal)%s\n", (long long)samples_done_,
                   (long long)total_samples_, checkpointer_.enabled() ? "; continue with --resume auto" : "");
     char val[48] = "";
     if (result.val_accuracy >= 0 && s_.detection)
@@ -760,6 +762,7 @@ class ElasticTrainer {
   double last_val_loss_ = -1, last_val_accuracy_ = -1;  // rank 0: the newest validation, for the metrics line
   std::unique_ptr<dist::Communicator> group_comm_;  // groups of two or more: the in-group reduction
   int64_t local_batch_ = 1, group_batch_ = 1, total_samples_ = 0;
+  int64_t samples_done_ = 0;  // claimed, hence trained, when the run ended (exact; result.steps rounds down)
   std::vector<int64_t> member_batches_;
   dist::ElasticCenter* center_ = nullptr;
   dist::SampleCounter* counter_ = nullptr;

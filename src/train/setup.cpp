@@ -63,6 +63,23 @@ void print_notes(const std::vector<std::string>& notes) {
   std::fflush(stderr);
 }
 
+// Where a resumed run starts. The asynchronous modes hand out samples one by one: they start at the exact
+// sample. The synchronous mode starts at a step of its plan and, when an asynchronous run stopped inside
+// that step, skips the samples of it already trained (its first step is smaller): each sample once per
+// epoch, whichever modes stop and resume (docs/architecture.md, "Invariants").
+void set_resume_point(const TrainConfig& cfg, Setup& s, int64_t step, int64_t position) {
+  const int64_t B = cfg.global_batch, N = s.train->info().num_samples, per_epoch = s.plan->steps_per_epoch();
+  if (position < 0) {  // a checkpoint from before sample_position: at its step boundary, as written
+    s.start_step = step, s.start_sample = step * B, s.start_skip = 0;
+    return;
+  }
+  int64_t epoch = position / N, step_in_epoch = (position % N) / B, skip = (position % N) % B;
+  if (step_in_epoch >= per_epoch) epoch += 1, step_in_epoch = 0, skip = 0;  // in an epoch's dropped tail
+  s.start_sample = position;
+  s.start_step = cfg.mode == "sync" ? epoch * per_epoch + step_in_epoch : position / B;
+  s.start_skip = cfg.mode == "sync" ? skip : 0;
+}
+
 RunIdentity run_identity(const TrainConfig& cfg, const Setup& s) {
   const auto& info = s.train->info();
   RunIdentity r;
@@ -87,6 +104,7 @@ CheckpointInfo checkpoint_info(const TrainConfig& cfg, const Setup& s, int64_t g
   info.epoch = global_step / info.steps_per_epoch;
   info.step_in_epoch = global_step % info.steps_per_epoch;
   info.samples_in_epoch = info.step_in_epoch * cfg.global_batch;
+  info.sample_position = info.epoch * data.num_samples + std::min(info.samples_in_epoch, data.num_samples);
   info.global_batch = cfg.global_batch;
   info.num_samples = data.num_samples;
   info.seed = cfg.seed;
@@ -416,10 +434,11 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
   refuse_shared_gpus(world, s);
   // A resume: rank 0's checkpoint reaches every rank before the parameters are compared.
   CheckpointTensors tensors;
-  int64_t step = 0;
+  int64_t step = 0, position = -1;
   double scale_state[2] = {0, 0};  // the loss scale and its good steps (fp16 checkpoints)
   if (s.resume) {
     tensors = std::move(s.resume->tensors), step = s.resume->info.global_step;
+    position = s.resume->info.sample_position;
     scale_state[0] = s.resume->info.loss_scale, scale_state[1] = double(s.resume->info.loss_scale_good_steps);
   }
   s.resume.reset();
@@ -427,7 +446,8 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
   if (broadcast_checkpoint(world.comm(), world.rank() == 0 && !tensors.values.empty(), tensors, step,
                            s.model->params())) {
     apply_checkpoint(tensors, s.model->params(), s.sgd.get());
-    s.start_step = step;
+    HT_MPI_CHECK(MPI_Bcast(&position, 1, MPI_INT64_T, 0, world.comm()));
+    set_resume_point(cfg, s, step, position);
     HT_MPI_CHECK(MPI_Bcast(scale_state, 2, MPI_DOUBLE, 0, world.comm()));
     // A checkpoint of a run at another precision has no scale: the scaler starts afresh.
     if (s.loss_scaler.active() && scale_state[0] > 0) s.loss_scaler.restore(scale_state[0], int64_t(scale_state[1]));

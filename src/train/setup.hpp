@@ -47,6 +47,8 @@ struct Setup {
   int overflow_rank = -1;                    // --debug-overflow-at: injected overflow
   int64_t overflow_step = -1;
   int64_t start_step = 0;                    // the first step this process trains (> 0 after a resume)
+  int64_t start_sample = 0;                  // async/hybrid: the first sample of the run's order it trains
+  int64_t start_skip = 0;                    // sync: samples of the first step an async run already trained
   std::vector<std::string> notes;            // rank 0 prints these before training (print_notes)
   std::unique_ptr<CheckpointLock> checkpoint_lock;  // rank 0 with --checkpoint-dir: this job's folder
   std::vector<std::string> prunable_checkpoints;    // rank 0: earlier checkpoints this run continues

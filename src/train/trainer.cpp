@@ -270,9 +270,11 @@ class Trainer {
       p.global_step = next_step_++;
       p.epoch = p.global_step / steps_per_epoch;
       p.step_in_epoch = p.global_step % steps_per_epoch;
-      p.global_batch = s_.plan->batch_size(p.step_in_epoch);
+      // Resumed inside a step (an asynchronous run stopped there): the first step trains the rest of it.
+      const int64_t skip = p.global_step == s_.start_step ? s_.start_skip : 0;
+      p.global_batch = s_.plan->batch_size(p.step_in_epoch) - skip;
       p.split = split_for(p.global_batch);
-      int64_t offset = 0;
+      int64_t offset = skip;
       for (int r = 0; r < world_.rank(); ++r) offset += p.split[r];
       auto indices = s_.plan->slice(p.epoch, p.step_in_epoch, offset, p.local_batch());
       if (outputs_.logs_samples()) p.indices = indices;

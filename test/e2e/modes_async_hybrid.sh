@@ -3,7 +3,7 @@
 # shared counter with unequal ranks; replicas identical inside a hybrid group at every step; a rank that fails
 # ends the job with one line and no hang; over the cross-node one-sided path (osc/pt2pt) no read or push
 # waits for its target's step; a stop signal checkpoints the center and a resume on another
-# world size finishes; bad options refused with one line; and both modes learn
+# world size finishes, and a resume in sync mode trains each sample once per epoch across the stop; bad options refused with one line; and both modes learn
 # Fashion-MNIST (lenet, 4 ranks, emulated speeds, 3 epochs: at least 85% test accuracy).
 source "$(dirname "$0")/lib.sh"
 SPEEDS=(--emulate-speed 1,1,0.5,0.25)
@@ -53,20 +53,53 @@ rc=$?; [ $rc -ne 0 ] || fail "an injected failure exited 0"
 grep -q "failure injected by --debug-fail-at" "$TMP/fail.out" || { cat "$TMP/fail.out"; fail "no line naming the failure"; }
 
 # 3. A stop signal in async mode: every rank stops at one position, the center is checkpointed, exit 75;
-# --resume auto continues on another number of ranks and finishes the run.
+# --resume auto continues on another number of ranks and finishes the run. Then the same stop resumed in
+# the synchronous mode: each sample is trained once per epoch across the stop, also when the async run
+# stopped inside a step of the global batch (claims of 20 samples, a global batch of 128).
 A=(--model lenet --synthetic 4096 --synthetic-shape 1,28,28 --global-batch 128 --epochs 3 --lr 0.05 --mode async
    --checkpoint-dir "$TMP/ck" --log-every 1000)
-timeout 120 mpirun -n 4 "$HETRAIN" train "${A[@]}" --emulate-speed 0.2,0.2,0.2,0.2 >"$TMP/stop.out" 2>&1 &
-for _ in $(seq 100); do grep -q "^elastic averaging" "$TMP/stop.out" 2>/dev/null && break; sleep 0.1; done
-sleep 1
-pkill -USR1 -x mpirun
-wait $!; rc=$?
+stop_async() {  # stop_async OUT ARGS...: a 4-rank async run stopped by SIGUSR1 a second after it started
+  local out=$1; shift
+  timeout 120 mpirun -n 4 "$HETRAIN" train "$@" --emulate-speed 0.2,0.2,0.2,0.2 >"$out" 2>&1 &
+  local launcher=$!
+  for _ in $(seq 100); do grep -q "^elastic averaging" "$out" 2>/dev/null && break; sleep 0.1; done
+  sleep 1
+  pkill -USR1 -x mpirun
+  wait $launcher
+}
+stop_async "$TMP/stop.out" "${A[@]}"; rc=$?
 [ $rc -eq 75 ] || { cat "$TMP/stop.out"; fail "async run stopped by SIGUSR1: exit $rc, expected 75"; }
 grep -q "^stopped after [0-9]* of 12288 samples (stop signal)" "$TMP/stop.out" || { cat "$TMP/stop.out"; fail "no 'stopped after' line"; }
 ls "$TMP"/ck/checkpoint-*.h5 >/dev/null 2>&1 || fail "no checkpoint after the stop"
 run_mpi 2 "${A[@]}" --resume auto >"$TMP/resume.out" 2>&1 || { cat "$TMP/resume.out"; fail "async resume failed"; }
 grep -q "^resuming at sample [0-9]* of 12288" "$TMP/resume.out" || { cat "$TMP/resume.out"; fail "the resumed run did not continue"; }
 grep -q "^done: 96 step(s) of 128 samples" "$TMP/resume.out" || { cat "$TMP/resume.out"; fail "the resumed run did not finish all 12288 samples"; }
+
+S=(--model lenet --synthetic 4096 --synthetic-shape 1,28,28 --global-batch 128 --epochs 2 --lr 0.05 --log-every 1000
+   --checkpoint-dir "$TMP/ck2")
+for try in 1 2 3; do  # until the stop falls inside a step (a stop at a multiple of 128 would test less)
+  rm -rf "$TMP/ck2" "$TMP"/cov-*
+  stop_async "$TMP/stop2.out" "${S[@]}" --mode async --local-batch 20 --dump-samples "$TMP/cov-async-%r"; rc=$?
+  [ $rc -eq 75 ] || { cat "$TMP/stop2.out"; fail "async run (claims of 20) stopped by SIGUSR1: exit $rc, expected 75"; }
+  at=$(sed -n 's/^stopped after \([0-9]*\) of .*/\1/p' "$TMP/stop2.out")
+  [ -n "$at" ] || { cat "$TMP/stop2.out"; fail "no 'stopped after' line"; }
+  [ $((at % 128)) -ne 0 ] && break
+done
+run_mpi 2 "${S[@]}" --resume auto --dump-samples "$TMP/cov-sync-%r" >"$TMP/resume2.out" 2>&1 \
+  || { cat "$TMP/resume2.out"; fail "sync resume of an async checkpoint failed"; }
+/usr/bin/python3 - "$TMP" "$at" <<'PY' || fail "samples trained twice or never across an async stop and a sync resume"
+import collections, glob, sys
+seen = collections.Counter()
+for f in glob.glob(sys.argv[1] + "/cov-*"):
+    for line in open(f):
+        e, i = map(int, line.split()); seen[(e, i)] += 1
+ok = True
+for e in range(2):
+    idx = sorted(i for (ee, i) in seen if ee == e); dup = sum(1 for (ee, i), c in seen.items() if ee == e and c > 1)
+    print("async stop at sample %s, sync resume: epoch %d: %d distinct samples, %d trained twice" % (sys.argv[2], e, len(idx), dup))
+    ok &= idx == list(range(4096)) and dup == 0
+sys.exit(0 if ok else 1)
+PY
 
 # 3b. The cross-node one-sided path, forced on one machine (Open MPI osc/pt2pt over TCP): a read or push
 # aimed at a rank that computes must not wait for its step to end. The ranks poll MPI between layers; the
