@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <cerrno>
@@ -74,6 +75,31 @@ struct RawTrainOptions {
   std::string shape, milestones, precision;
   bool no_bn_decay = false, tf32 = false;
 };
+
+// Options that only some modes use. Set to anything but their default in a mode that ignores them they are
+// refused, as a usage error: the run would not do what was asked (docs/config-file.md, "Options of one mode").
+struct ModeOption {
+  const char* name;
+  std::vector<std::string> modes;
+};
+const ModeOption kModeOptions[] = {
+    {"groups", {"hybrid"}},         {"elastic-alpha", {"async", "hybrid"}}, {"elastic-every", {"async", "hybrid"}},
+    {"local-batch", {"async", "hybrid"}}, {"balance", {"sync", "hybrid"}}, {"rebalance-every", {"sync", "hybrid"}},
+    {"split", {"sync"}},            {"stop-at-step", {"sync"}},             {"bucket-mb", {"sync"}},
+};
+
+void refuse_options_of_other_modes(const po::options_description& opts, const po::variables_map& vm,
+                                   const std::string& mode) {
+  if (mode != "sync" && mode != "async" && mode != "hybrid") return;  // the trainer names a bad --mode
+  for (const ModeOption& o : kModeOptions) {
+    if (std::find(o.modes.begin(), o.modes.end(), mode) != o.modes.end() ||
+        !hetrain::train::differs_from_default(opts, vm, o.name))
+      continue;
+    const std::string modes = o.modes.size() == 1 ? o.modes[0] : o.modes[0] + " and " + o.modes[1];
+    throw std::runtime_error(std::string("--") + o.name + " applies to --mode " + modes + " only, and this run is --mode " +
+                             mode + ": drop --" + o.name + " or change --mode");
+  }
+}
 
 po::options_description train_options(TrainConfig& c, RawTrainOptions& raw) {
   po::options_description data("Data");
@@ -182,8 +208,8 @@ po::options_description train_options(TrainConfig& c, RawTrainOptions& raw) {
        "testing aid: rank RANK's loss gradient is multiplied by Inf at step STEP (RANK:STEP; async/hybrid: its "
        "local step), as an FP16 overflow would make it")
       ("config", po::value<std::string>(),
-       "read options from this file: 'key = value' lines named like the long options, '#' comments; the "
-       "command line overrides it")
+       "read options from this file: 'key = value' lines named like the long options, '#' comments, \"quoted\" "
+       "values (docs/config-file.md); the command line overrides it")
       ("print-config", "print the effective configuration in --config syntax and exit (repeat a run exactly)")
       ("help,h", "show this help");
   po::options_description all("hetrain train options");
@@ -266,6 +292,7 @@ int cmd_train(int argc, char** argv) {
     }
     if (vm.count("config")) hetrain::train::parse_config_file(vm["config"].as<std::string>(), opts, vm);
     po::notify(vm);
+    refuse_options_of_other_modes(opts, vm, cfg.mode);
     cfg.synthetic_shape = parse_ints(raw.shape, "--synthetic-shape");
     if (!raw.milestones.empty()) cfg.milestones = parse_ints(raw.milestones, "--milestones");
     cfg.decay_bn_and_bias = !raw.no_bn_decay;
