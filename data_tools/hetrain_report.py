@@ -13,7 +13,9 @@ throughput and training accuracy against wall time, one curve per file.
 `-o NAME.png` writes one PNG (the comparison first, then one figure per file); `-o NAME.html` writes a
 self-contained page with the same figures as separate base64 PNG images and a summary table. The output
 is written under a temporary name and renamed. Every problem is one line on stderr,
-`hetrain report: error: FILE: problem`, and exit status 1; nothing is left at the output path.
+`hetrain report: error: FILE: problem`, and exit status 1; nothing is left at the output path. A last line
+cut short (a run killed while writing it: its metrics are still in PATH.tmp-PID) is left out with one
+`hetrain report: note: ...` line on stderr, and the complete lines are used.
 """
 
 import argparse
@@ -97,8 +99,21 @@ class Run:
             len(self.rebalances), "" if len(self.rebalances) == 1 else "s")
 
 
-def read_metrics(path):
-    """Reads and checks one metrics file; raises ReportError naming it and the problem."""
+def _cut_short(raw):
+    """True for a final line (no newline after it) that does not parse: the writer ends every line with one."""
+    try:
+        json.loads(_fix_non_finite(raw.decode("utf-8", "replace")))
+        return False
+    except ValueError:
+        return True
+
+
+def read_metrics(path, notes=None):
+    """Reads and checks one metrics file; raises ReportError naming it and the problem.
+
+    A last line without its newline that is not JSON was cut short (a run killed while writing it, whose
+    metrics are still in its temporary PATH.tmp-PID): it is left out, and a note saying so goes to `notes`.
+    """
     if not os.path.exists(path):
         raise ReportError("%s: no such file" % path)
     if not os.path.isfile(path):
@@ -118,6 +133,11 @@ def read_metrics(path):
         if not raw.strip():
             continue
         where = "%s: line %d" % (path, n)
+        if n == len(raw_lines) and _cut_short(raw):
+            if notes is not None:
+                notes.append("%s is cut short (the run was stopped while writing it): using the %d complete "
+                             "line%s before it" % (where, len(rows), "" if len(rows) == 1 else "s"))
+            break
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -153,6 +173,8 @@ def read_metrics(path):
                 raise ReportError("%s: '%s' has %d entries but 'b' has %d ranks" % (where, key, len(row[key]), ranks))
         rows.append(row)
     if not rows:
+        if raw_lines[-1].strip():
+            raise ReportError("%s: line %d is cut short and no complete line comes before it" % (path, len(raw_lines)))
         raise ReportError("%s: empty file, no steps" % path)
     return Run(path, rows)
 
@@ -448,7 +470,8 @@ def main(argv=None):
         kind = "png" if kind == "png" else "html"
         if os.path.isdir(out):
             raise ReportError("%s: is a folder, cannot write the report there" % out)
-        runs = [read_metrics(path) for path in args.metrics]
+        notes = []
+        runs = [read_metrics(path, notes) for path in args.metrics]
         _label_runs(runs)
         try:
             import matplotlib  # noqa: F401
@@ -474,6 +497,8 @@ def main(argv=None):
     except ReportError as err:
         print("%s: error: %s" % (PROG, err), file=sys.stderr)
         return 1
+    for note in notes:
+        print("%s: note: %s" % (PROG, note), file=sys.stderr)
     print("%s: %s of %d run%s: %s" % (out, "PNG" if kind == "png" else "HTML page", len(runs),
                                       "" if len(runs) == 1 else "s",
                                       ", ".join("%s (%d ranks, %d steps, %.1f samples/s)" % (

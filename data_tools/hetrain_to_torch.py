@@ -6,7 +6,9 @@
 
 The checkpoint (docs/checkpoint-format.md) is checked first: its `format` and `version`, its CRC-32 over
 every tensor, and that its tensors are exactly those of the model it names, with the same shapes and
-types. A file that fails a check is refused with one line naming it and the problem, and exit status 1.
+types. A file that fails a check is refused with one line naming it and the problem, and exit status 1;
+so is an output that cannot be written, and an attribute that does not fit the tensors or hetrain's limits
+(before a model of that size is built). Attributes are quoted in at most QUOTE_LIMIT characters.
 
 The output, written with torch.save, is an OrderedDict of tensors in the order of the torch module's
 state_dict(): every /parameters/* and /buffers/* dataset, float32 (num_batches_tracked: a 0-d int64
@@ -31,8 +33,32 @@ VERSION = 1
 GROUPS = ("parameters", "buffers", "optimizer/momentum_buffer")
 
 
+# A checkpoint's attributes can be anything (a crafted file, another program's): an error message quotes at
+# most this many characters of one.
+QUOTE_LIMIT = 200
+# hetrain's limits (include/hetrain/data.hpp kMaxSampleBytes, int32 labels): a checkpoint hetrain wrote
+# never exceeds them, and a model built for more could take all the memory before failing.
+MAX_SAMPLE_VALUES = 1 << 28
+MAX_CLASSES = (1 << 31) - 1
+
+
 class CheckpointError(Exception):
     """A checkpoint that cannot be used; the message names the file and the problem."""
+
+
+def _clip(text, limit=QUOTE_LIMIT):
+    """`text` cut to `limit` characters, saying how long it was."""
+    text = str(text)
+    return text if len(text) <= limit else "%s... (%d characters)" % (text[:limit], len(text))
+
+
+def _quote(value):
+    """An attribute's value for an error message: repr(), at most QUOTE_LIMIT characters."""
+    if isinstance(value, (bytes, str)) and len(value) > QUOTE_LIMIT:
+        return "%r... (%d %s)" % (value[:QUOTE_LIMIT], len(value), "bytes" if isinstance(value, bytes) else "characters")
+    if isinstance(value, np.ndarray) and value.size > 16:
+        return "%s array of shape %s" % (value.dtype, list(value.shape))
+    return _clip(repr(value.tolist() if isinstance(value, np.ndarray) else value))
 
 
 def _text(value):
@@ -55,13 +81,27 @@ def _int_attr(f, path, name):
     v = np.asarray(_attr(f, path, name))
     if v.shape != () or v.dtype.kind not in "iu":
         raise CheckpointError("%s: root attribute '%s' must be an integer scalar, got %s %s" %
-                              (path, name, v.dtype, list(v.shape)))
+                              (path, name, v.dtype, _clip(list(v.shape))))
     return int(v)
 
 
 def _little_endian(a):
     """The array's values with little-endian byte order (the checksum is over little-endian bytes)."""
     return a.astype(a.dtype.newbyteorder("<"), copy=False) if a.dtype.byteorder == ">" else a
+
+
+def _check_against_tensors(path, meta, tensors):
+    """The classes and input size the attributes claim, against the tensors of the first and last layers,
+    before a model of that size is built (a crafted attribute must not make it allocate gigabytes)."""
+    c, h, w = meta["input_shape"]
+    name = meta["model"]
+    head = "fc3.weight" if name in ("mlp", "lenet") else "fc.weight"
+    first, want = ("fc1.weight", c * h * w) if name == "mlp" else ("conv1.weight", c)
+    for key, dim, value, what in ((head, 0, meta["num_classes"], "num_classes"), (first, 1, want, "input_shape")):
+        t = tensors.get(("parameters", key))
+        if t is not None and (t.ndim <= dim or t.shape[dim] != value):
+            raise CheckpointError("%s: root attribute %s (%s) does not fit /parameters/%s of shape %s" % (
+                path, what, meta["num_classes"] if what == "num_classes" else meta["input_shape"], key, list(t.shape)))
 
 
 def read_checkpoint(path):
@@ -77,18 +117,27 @@ def read_checkpoint(path):
     with f:
         fmt = _text(_attr(f, path, "format"))
         if fmt != FORMAT:
-            raise CheckpointError("%s: format is %r, expected %r" % (path, fmt, FORMAT))
+            raise CheckpointError("%s: format is %s, expected %r" % (path, _quote(fmt), FORMAT))
         version = _int_attr(f, path, "version")
         if version != VERSION:
             raise CheckpointError("%s: checkpoint version %d is not supported (this tool reads version %d)" %
                                   (path, version, VERSION))
         model = _text(_attr(f, path, "model"))
+        if model is None:
+            raise CheckpointError("%s: root attribute 'model' must be a string, got %s" %
+                                  (path, _quote(_attr(f, path, "model"))))
         shape = np.asarray(_attr(f, path, "input_shape"))
         if shape.shape != (3,) or shape.dtype.kind not in "iu":
-            raise CheckpointError("%s: input_shape must be 3 integers [C, H, W], got %s" % (path, shape.tolist()))
+            raise CheckpointError("%s: input_shape must be 3 integers [C, H, W], got %s" % (path, _quote(shape)))
         meta = {"model": model, "input_shape": [int(v) for v in shape],
                 "num_classes": _int_attr(f, path, "num_classes"),
                 "global_step": _int_attr(f, path, "global_step")}
+        c, h, w = meta["input_shape"]
+        if min(c, h, w) < 1 or c * h * w > MAX_SAMPLE_VALUES:
+            raise CheckpointError("%s: input_shape %s is not a sample hetrain trains on (positive sizes, C*H*W at "
+                                  "most %d)" % (path, meta["input_shape"], MAX_SAMPLE_VALUES))
+        if not 1 <= meta["num_classes"] <= MAX_CLASSES:
+            raise CheckpointError("%s: num_classes %d is not between 1 and %d" % (path, meta["num_classes"], MAX_CLASSES))
         expected = np.asarray(_attr(f, path, "checksum_crc32"))
         if expected.shape != () or expected.dtype.kind not in "iu":
             raise CheckpointError("%s: checksum_crc32 must be an unsigned 32-bit scalar" % path)
@@ -118,10 +167,16 @@ def read_checkpoint(path):
     if here not in sys.path:
         sys.path.insert(0, here)
     import hetrain_models
+    if meta["model"] not in hetrain_models.MODELS:
+        raise CheckpointError("%s: unknown model %s (known: %s)" % (path, _quote(meta["model"]),
+                                                                   ", ".join(hetrain_models.MODELS)))
+    _check_against_tensors(path, meta, tensors)
     try:
         module = hetrain_models.build(meta["model"], meta["input_shape"], meta["num_classes"])
-    except ValueError as e:
-        raise CheckpointError("%s: %s" % (path, e))
+    except (ValueError, RuntimeError, MemoryError, OverflowError) as e:
+        raise CheckpointError("%s: cannot build %s for input %s and %d classes: %s" % (
+            path, meta["model"], "x".join(map(str, meta["input_shape"])), meta["num_classes"],
+            _clip(str(e).splitlines()[0] if str(e) else type(e).__name__)))
     reference = module.state_dict()
     names = {("parameters" if group == "parameters" else "buffers", name)
              for group, name in tensors if group != "optimizer/momentum_buffer"}
@@ -158,6 +213,11 @@ def read_checkpoint(path):
     return meta, state_dict
 
 
+def _fail(message):
+    print("hetrain_to_torch: error: %s" % message, file=sys.stderr)
+    return 1
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(
         prog="hetrain_to_torch.py",
@@ -172,11 +232,25 @@ def main(argv=None):
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # --print | head
     if not args.output and not args.print_keys:
         p.error("nothing to do: give -o MODEL.pt and/or --print")
+    tmp = None
+    if args.output:  # an output that cannot be written fails at once, before the conversion
+        if os.path.isdir(args.output):
+            return _fail("%s: is a folder, cannot write the state_dict there" % args.output)
+        tmp = args.output + ".tmp-%d" % os.getpid()
+        try:
+            out = open(tmp, "wb")
+        except OSError as e:
+            return _fail("%s: cannot write (%s)" % (args.output, e.strerror or e))
     try:
         meta, state_dict = read_checkpoint(args.checkpoint)
-    except CheckpointError as e:
-        print("hetrain_to_torch: error: %s" % e, file=sys.stderr)
-        return 1
+    except Exception as e:  # noqa: BLE001 -- every bad input is one line, never a traceback
+        if tmp:
+            out.close()
+            os.remove(tmp)
+        if isinstance(e, CheckpointError):
+            return _fail(str(e))
+        return _fail("%s: cannot read the checkpoint: %s: %s" % (args.checkpoint, type(e).__name__,
+                                                                 _clip(str(e).splitlines()[0] if str(e) else "")))
     if args.print_keys:
         print("%s: %s, input %s, %d classes, step %d" % (
             args.checkpoint, meta["model"], "x".join(map(str, meta["input_shape"])), meta["num_classes"],
@@ -185,15 +259,15 @@ def main(argv=None):
             print("  %-40s %-8s %s" % (k, str(t.dtype).replace("torch.", ""), list(t.shape)))
     if args.output:
         import torch
-        tmp = args.output + ".tmp-%d" % os.getpid()
         try:
-            torch.save(state_dict, tmp)
+            with out:
+                torch.save(state_dict, out)
             os.replace(tmp, args.output)
-        except OSError as e:
+        except (OSError, RuntimeError) as e:
             if os.path.exists(tmp):
                 os.remove(tmp)
-            print("hetrain_to_torch: error: %s: cannot write (%s)" % (args.output, e.strerror or e), file=sys.stderr)
-            return 1
+            why = e.strerror if isinstance(e, OSError) and e.strerror else _clip(str(e).splitlines()[0])
+            return _fail("%s: cannot write (%s)" % (args.output, why))
         n = sum(t.numel() for t in state_dict.values())
         print("%s: %d tensors (%d values) of %s written to %s" % (
             args.checkpoint, len(state_dict), n, meta["model"], args.output))

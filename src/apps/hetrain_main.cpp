@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <cerrno>
@@ -72,8 +73,47 @@ const char* kUsage =
 // The options that reach TrainConfig only after a conversion (lists, the precision, negated switches).
 struct RawTrainOptions {
   std::string shape, milestones, precision;
-  bool no_bn_decay = false, tf32 = false;
+  bool no_bn_decay = false, tf32 = false, verbose = false;
 };
+
+const char* kVerboseHelp = "error messages also name the source file and line that raised them (for a bug report)";
+
+// The line a failed rank prints. The source location is for developers: only --verbose adds it (an
+// internal error's text carries it already, src/core/error.cpp).
+std::string error_text(const std::exception& e, bool verbose) {
+  std::string text = e.what();
+  const auto* error = dynamic_cast<const hetrain::Error*>(&e);
+  if (!verbose || !error) return text;
+  const char* slash = std::strrchr(error->file(), '/');
+  const std::string at = std::string(" [") + (slash ? slash + 1 : error->file()) + ":" + std::to_string(error->line()) + "]";
+  if (text.size() < at.size() || text.compare(text.size() - at.size(), at.size(), at) != 0) text += at;
+  return text;
+}
+
+// Options that only some modes use. Set to anything but their default in a mode that ignores them they are
+// refused, as a usage error: the run would not do what was asked (docs/config-file.md, "Options of one mode").
+struct ModeOption {
+  const char* name;
+  std::vector<std::string> modes;
+};
+const ModeOption kModeOptions[] = {
+    {"groups", {"hybrid"}},         {"elastic-alpha", {"async", "hybrid"}}, {"elastic-every", {"async", "hybrid"}},
+    {"local-batch", {"async", "hybrid"}}, {"balance", {"sync", "hybrid"}}, {"rebalance-every", {"sync", "hybrid"}},
+    {"split", {"sync"}},            {"stop-at-step", {"sync"}},             {"bucket-mb", {"sync"}},
+};
+
+void refuse_options_of_other_modes(const po::options_description& opts, const po::variables_map& vm,
+                                   const std::string& mode) {
+  if (mode != "sync" && mode != "async" && mode != "hybrid") return;  // the trainer names a bad --mode
+  for (const ModeOption& o : kModeOptions) {
+    if (std::find(o.modes.begin(), o.modes.end(), mode) != o.modes.end() ||
+        !hetrain::train::differs_from_default(opts, vm, o.name))
+      continue;
+    const std::string modes = o.modes.size() == 1 ? o.modes[0] : o.modes[0] + " and " + o.modes[1];
+    throw std::runtime_error(std::string("--") + o.name + " applies to --mode " + modes + " only, and this run is --mode " +
+                             mode + ": drop --" + o.name + " or change --mode");
+  }
+}
 
 po::options_description train_options(TrainConfig& c, RawTrainOptions& raw) {
   po::options_description data("Data");
@@ -182,9 +222,10 @@ po::options_description train_options(TrainConfig& c, RawTrainOptions& raw) {
        "testing aid: rank RANK's loss gradient is multiplied by Inf at step STEP (RANK:STEP; async/hybrid: its "
        "local step), as an FP16 overflow would make it")
       ("config", po::value<std::string>(),
-       "read options from this file: 'key = value' lines named like the long options, '#' comments; the "
-       "command line overrides it")
+       "read options from this file: 'key = value' lines named like the long options, '#' comments, \"quoted\" "
+       "values (docs/config-file.md); the command line overrides it")
       ("print-config", "print the effective configuration in --config syntax and exit (repeat a run exactly)")
+      ("verbose", po::bool_switch(&raw.verbose), kVerboseHelp)
       ("help,h", "show this help");
   po::options_description all("hetrain train options");
   all.add(data).add(model).add(dist).add(ckpt).add(out);
@@ -266,6 +307,7 @@ int cmd_train(int argc, char** argv) {
     }
     if (vm.count("config")) hetrain::train::parse_config_file(vm["config"].as<std::string>(), opts, vm);
     po::notify(vm);
+    refuse_options_of_other_modes(opts, vm, cfg.mode);
     cfg.synthetic_shape = parse_ints(raw.shape, "--synthetic-shape");
     if (!raw.milestones.empty()) cfg.milestones = parse_ints(raw.milestones, "--milestones");
     cfg.decay_bn_and_bias = !raw.no_bn_decay;
@@ -279,7 +321,7 @@ int cmd_train(int argc, char** argv) {
         std::fprintf(stderr, "hetrain: note: --tf32 is the older spelling of --precision tf32; use that instead\n");
     }
     // The alias is written out as what it means, so the printed configuration repeats the run without it.
-    cfg.config_text = hetrain::train::effective_config(opts, vm, {"help", "config", "print-config", "tf32"});
+    cfg.config_text = hetrain::train::effective_config(opts, vm, {"help", "config", "print-config", "tf32", "verbose"});
     const std::string fp32_line = "precision = fp32\n";
     const size_t at = cfg.config_text.find(fp32_line);
     if (cfg.precision == hetrain::Precision::TF32 && at != std::string::npos)
@@ -302,7 +344,7 @@ int cmd_train(int argc, char** argv) {
     world.finalize();
     return 1;
   } catch (const std::exception& e) {  // this rank alone: report and end the whole job
-    world.abort(std::string("hetrain: error: ") + e.what(), 1);
+    world.abort("hetrain: error: " + error_text(e, raw.verbose), 1);
   }
   world.finalize();
   return status;
@@ -310,6 +352,7 @@ int cmd_train(int argc, char** argv) {
 
 int cmd_eval(int argc, char** argv) {
   hetrain::train::EvalConfig cfg;
+  bool verbose = false;
   po::options_description opts("hetrain eval options");
   opts.add_options()
       ("checkpoint", po::value(&cfg.checkpoint), "checkpoint file written by hetrain train")
@@ -323,6 +366,7 @@ int cmd_eval(int argc, char** argv) {
       ("dump-batch", po::value(&cfg.dump_batch),
        "write rank 0's first batch (inputs as the model saw them, labels, logits) to this HDF5 file")
       ("quiet", po::bool_switch(&cfg.quiet), "only the result line")
+      ("verbose", po::bool_switch(&verbose), kVerboseHelp)
       ("help,h", "show this help");
   try {
     po::variables_map vm;
@@ -347,7 +391,7 @@ int cmd_eval(int argc, char** argv) {
     world.finalize();
     return 1;
   } catch (const std::exception& e) {
-    world.abort(std::string("hetrain: error: ") + e.what(), 1);
+    world.abort("hetrain: error: " + error_text(e, verbose), 1);
   }
   world.finalize();
   return 0;

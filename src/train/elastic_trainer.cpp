@@ -211,7 +211,9 @@ class ElasticTrainer {
       if (world_.rank() == 0 && !cfg_.quiet)
         print_validation(samples_done, s_.train->info().num_samples, train_seconds, e);
     }
-    if (checkpointer_.enabled()) save_checkpoint(samples_done);
+    // Resumed at the end: the checkpoint it came from already holds this position.
+    nothing_left_ = first_sample >= total_samples_;
+    if (checkpointer_.enabled() && !nothing_left_) save_checkpoint(samples_done);
     report_end(result, stopped);
     outputs_.finish(params);
     return result;
@@ -729,7 +731,10 @@ class ElasticTrainer {
       std::snprintf(val, sizeof val, ", val mAP@0.5 %.4f", result.val_accuracy);
     else if (result.val_accuracy >= 0)
       std::snprintf(val, sizeof val, ", val accuracy %.2f%%", 100.0 * result.val_accuracy);
-    if (!cfg_.quiet)
+    if (!cfg_.quiet && nothing_left_)
+      std::printf("done: nothing left to train, the run was already at sample %lld of %lld\n",
+                  (long long)total_samples_, (long long)total_samples_);
+    else if (!cfg_.quiet)
       std::printf("done: %lld step(s) of %lld samples, %.1f samples/s, %lld center updates (mean staleness %.2f, "
                   "slowest read or push %.1f ms), final train loss %.4f%s\n",
                   (long long)result.steps, (long long)cfg_.global_batch, result.samples_per_second,
@@ -763,6 +768,7 @@ class ElasticTrainer {
   std::unique_ptr<dist::Communicator> group_comm_;  // groups of two or more: the in-group reduction
   int64_t local_batch_ = 1, group_batch_ = 1, total_samples_ = 0;
   int64_t samples_done_ = 0;  // claimed, hence trained, when the run ended (exact; result.steps rounds down)
+  bool nothing_left_ = false;  // resumed where the run ends: no sample was trained
   std::vector<int64_t> member_batches_;
   dist::ElasticCenter* center_ = nullptr;
   dist::SampleCounter* counter_ = nullptr;

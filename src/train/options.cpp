@@ -1,10 +1,13 @@
 #include "train/options.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 #include <vector>
 
 namespace hetrain::train {
@@ -103,30 +106,110 @@ void parse_command_line(int argc, char** argv, const po::options_description& op
   }
 }
 
+namespace {
+
+// The value part of a config line (after '='), per the quoting of docs/config-file.md: a value starting
+// with '"' runs to the closing '"' with \\, \" and \n as escapes; otherwise it is the text up to a '#' that
+// starts it or follows a blank, trimmed. Throws a message without the file and line (the caller adds them).
+std::string config_value(const std::string& text) {
+  const std::string rest = trim(text);
+  if (rest.empty() || rest[0] != '"') {
+    size_t end = rest.size();
+    for (size_t i = 0; i < rest.size(); ++i)
+      if (rest[i] == '#' && (i == 0 || rest[i - 1] == ' ' || rest[i - 1] == '\t')) {
+        end = i;
+        break;
+      }
+    return trim(rest.substr(0, end));
+  }
+  std::string out;
+  for (size_t i = 1; i < rest.size(); ++i) {
+    const char c = rest[i];
+    if (c == '"') {
+      const std::string after = trim(rest.substr(i + 1));
+      if (!after.empty() && after[0] != '#')
+        throw std::runtime_error("text after the closing quote: '" + after + "' (a comment starts with '#')");
+      return out;
+    }
+    if (c != '\\') {
+      out += c;
+      continue;
+    }
+    if (++i == rest.size()) break;
+    if (rest[i] == 'n') out += '\n';
+    else if (rest[i] == '"' || rest[i] == '\\') out += rest[i];
+    else throw std::runtime_error(std::string("unknown escape '\\") + rest[i] + "' in a quoted value (use \\\\, \\\" or \\n)");
+  }
+  throw std::runtime_error("the quoted value has no closing '\"'");
+}
+
+// A value as a config line holds it: quoted when it would not read back as itself unquoted.
+std::string config_quote(const std::string& value) {
+  bool plain = !value.empty() && value[0] != '"' && value.find('#') == std::string::npos && trim(value) == value;
+  for (unsigned char c : value) plain = plain && c >= 0x20 && c != 0x7f;
+  if (plain) return value;
+  std::string out = "\"";
+  for (char c : value) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c == '\n' ? std::string("\\n") : std::string(1, c);
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
 void parse_config_file(const std::string& path, const po::options_description& options, po::variables_map& vm) {
+  // A folder opens as a stream that reads nothing: it would pass for an empty file. Pipes are fine (read once).
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw po::error("--config " + path + ": is a folder, not a config file");
   std::ifstream in(path);
   if (!in) throw po::error("--config " + path + ": cannot read the file");
+  po::parsed_options parsed(&options);
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
-    const std::string text = trim(line.substr(0, line.find('#')));
-    if (text.empty()) continue;
+    // A byte-order mark (editors on Windows write one) is not part of the first key.
+    if (number == 1 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
+    const std::string text = trim(line);
+    if (text.empty() || text[0] == '#') continue;
     const std::string where = path + ":" + std::to_string(number) + ": ";
     if (text[0] == '[') throw po::error(where + "sections are not used in hetrain config files: '" + text + "'");
     const size_t eq = text.find('=');
     if (eq == std::string::npos) throw po::error(where + "expected 'key = value', got '" + text + "'");
     const std::string key = trim(text.substr(0, eq));
     if (key == "config") throw po::error(where + "a config file cannot name another config file");
+    if (key == "help" || key == "print-config")
+      throw po::error(where + "'" + key + "' is for the command line (--" + key + "), not for a config file");
     if (!known_option(key, options)) {
       const std::string near = candidates(key, options);
       throw po::error(where + "unknown key '" + key + "'" + (near.empty() ? "" : " (did you mean " + near + "?)"));
     }
+    po::option option;
+    option.string_key = key;
+    try {
+      option.value.push_back(config_value(text.substr(eq + 1)));
+    } catch (const std::runtime_error& e) {
+      throw po::error(where + key + ": " + e.what());
+    }
+    option.original_tokens = {key, option.value.back()};
+    parsed.options.push_back(option);
   }
-  std::ifstream again(path);
   try {
-    po::store(po::parse_config_file(again, options, /*allow_unregistered=*/false), vm);
+    po::store(parsed, vm);
   } catch (const po::error& e) {
     throw po::error("--config " + path + ": " + e.what());
   }
+}
+
+bool differs_from_default(const po::options_description& options, const po::variables_map& vm,
+                          const std::string& key) {
+  if (!vm.count(key) || vm[key].defaulted()) return false;
+  const std::string value = value_text(vm[key]);
+  boost::any fallback;
+  const po::option_description* o = options.find_nothrow(key, false);
+  if (!o || !o->semantic()->apply_default(fallback)) return !value.empty();
+  po::variable_value as_default(fallback, true);
+  return value != value_text(as_default);
 }
 
 std::string effective_config(const po::options_description& options, const po::variables_map& vm,
@@ -137,7 +220,7 @@ std::string effective_config(const po::options_description& options, const po::v
     if (key.empty() || std::find(skip.begin(), skip.end(), key) != skip.end() || !vm.count(key)) continue;
     const std::string value = value_text(vm[key]);
     if (value.empty()) continue;
-    out << key << " = " << value << "\n";
+    out << key << " = " << config_quote(value) << "\n";
   }
   return out.str();
 }

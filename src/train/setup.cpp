@@ -12,6 +12,7 @@
 #include "hetrain/error.hpp"
 #include "hetrain/ops.hpp"
 #include "hetrain/threading.hpp"
+#include "data/pack.hpp"
 
 namespace hetrain::train {
 
@@ -240,6 +241,11 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
     for (const std::string& f : remove_stale_temporaries(cfg.checkpoint_dir))
       s.notes.push_back("checkpoints: removed " + f + " (left by a writer that is gone)");
   }
+  // A run killed outright (SIGKILL, a node lost) leaves its metrics in PATH.tmp-PID; the next run writing the
+  // same path clears those of processes that no longer run on this host (docs/report.md).
+  if (!cfg.metrics_path.empty() && world.rank() == 0)
+    for (const std::string& f : data::remove_stale_temporaries({cfg.metrics_path}))
+      s.notes.push_back("metrics: removed " + f);
   HT_CHECK((cfg.synthetic > 0) != !cfg.data_path.empty(),
            cfg.synthetic > 0 ? "give either --data or --synthetic, not both" : "no training data: give --data FILE or --synthetic N");
 

@@ -150,7 +150,10 @@ class Trainer {
     if (world_.rank() == 0 && !cfg_.quiet && s_.loss_scaler.active())
       std::printf("fp16: %lld step(s) skipped for overflow, loss scale %g\n", (long long)s_.loss_scaler.skipped(),
                   s_.loss_scaler.scale());
-    if (world_.rank() == 0 && !cfg_.quiet)
+    if (world_.rank() == 0 && !cfg_.quiet && result.steps == s_.start_step)  // resumed at the end: no rate, no loss
+      std::printf("done: nothing left to train, the run was already at step %lld of %lld\n",
+                  (long long)result.steps, (long long)s_.total_steps);
+    else if (world_.rank() == 0 && !cfg_.quiet)
       std::printf("done: %lld steps, %.1f samples/s (after the first step), final train loss %.4f%s\n",
                   (long long)result.steps, result.samples_per_second, result.final_loss,
                   val_text(result.val_accuracy).c_str());

@@ -69,6 +69,22 @@ TEST(Error, CarriesLocationAndMessage) {
     FAIL() << "HT_CHECK did not throw";
   } catch (const Error& e) {
     EXPECT_EQ(e.message(), "arithmetic is broken");
-    EXPECT_NE(std::string(e.what()).find("tensor_test.cpp:"), std::string::npos);
+    EXPECT_NE(std::string(e.file()).find("tensor_test.cpp"), std::string::npos);
+    EXPECT_GT(e.line(), 0);
+    // A user's error reads without the source location (main() adds it for --verbose).
+    EXPECT_EQ(std::string(e.what()), "arithmetic is broken");
+  }
+}
+
+TEST(Error, InternalErrorsKeepTheirLocation) {
+  for (const std::string& message : {std::string("internal: a broken invariant"),
+                                     std::string("MPI call MPI_Barrier(comm) failed: MPI_ERR_COMM")}) {
+    try {
+      HT_THROW(message);
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind(message + " [tensor_test.cpp:", 0), 0u) << what;
+      EXPECT_EQ(what.back(), ']') << what;
+    }
   }
 }

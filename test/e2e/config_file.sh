@@ -2,7 +2,13 @@
 # Config files and the command line (src/train/options.hpp):
 #  - --print-config writes the effective configuration; --config of that file repeats the run bit for bit;
 #  - the command line overrides the file; the checkpoint's /config holds the same text;
-#  - an unknown key names the file and line; a missing file, a section, a line without '=' are one line;
+#  - an unknown key names the file and line; a missing file, a folder, a section, a line without '=', a
+#    command-line-only key (help), a broken quoted value are one line;
+#  - values round-trip whatever they hold (docs/config-file.md): paths with '#', leading blanks, quotes,
+#    backslashes and a line break are printed quoted, read back as themselves and used as given; a
+#    byte-order mark before the first key is ignored;
+#  - an option of another mode (--groups outside hybrid, ...) is refused, while the defaults a printed file
+#    lists for every mode are not;
 #  - abbreviated or misspelt long options are errors naming the candidates, never another option.
 source "$(dirname "$0")/lib.sh"
 need_python h5py
@@ -47,4 +53,55 @@ bad "bad value" "value.ini" --config "$TMP/value.ini"
 bad "prefix of an option" "unknown option '--mod' (did you mean --model, --mode?)" --mod async
 bad "abbreviation" "unknown option '--glob' (did you mean --global-batch?)" --glob 32
 bad "typo" "unknown option '--epoch' (did you mean --epochs?)" --epoch 3
-pass "config files repeat a run bit for bit, the command line overrides them, bad keys name file and line, abbreviations are refused"
+mkdir "$TMP/folder.ini"
+bad "folder" "--config $TMP/folder.ini: is a folder, not a config file" --config "$TMP/folder.ini"
+printf 'model = lenet\nhelp = 1\n' >"$TMP/help.ini"
+bad "help in a file" "help.ini:2: 'help' is for the command line (--help)" --config "$TMP/help.ini"
+printf 'metrics = "m.jsonl\n' >"$TMP/open.ini"
+bad "unclosed quote" "open.ini:1: metrics: the quoted value has no closing" --config "$TMP/open.ini"
+printf 'metrics = "m\\t.jsonl"\n' >"$TMP/escape.ini"
+bad "unknown escape" "escape.ini:1: metrics: unknown escape" --config "$TMP/escape.ini"
+printf 'metrics = "m.jsonl" x\n' >"$TMP/after.ini"
+bad "text after the quote" "after.ini:1: metrics: text after the closing quote" --config "$TMP/after.ini"
+
+# Options of one mode, in another: refused, from the command line and from a file alike.
+bad "groups in sync" "--groups applies to --mode hybrid only, and this run is --mode sync" --mode sync --groups 0,0,1,1
+bad "groups in async" "--groups applies to --mode hybrid only" --mode async --groups 0,0
+bad "alpha in sync" "--elastic-alpha applies to --mode async and hybrid only" --elastic-alpha 0.5
+bad "split in hybrid" "--split applies to --mode sync only, and this run is --mode hybrid" --mode hybrid --split 16,16
+printf 'mode = sync\nlocal-batch = 8\n' >"$TMP/local.ini"
+bad "local batch in a file" "--local-batch applies to --mode async and hybrid only" --config "$TMP/local.ini"
+# A printed sync configuration lists every mode's defaults; switching its mode must not trip over them.
+"$HETRAIN" train --config "$TMP/run.ini" --mode async --print-config >"$TMP/async.ini" \
+  && grep -qx "mode = async" "$TMP/async.ini" || fail "a printed configuration with --mode async was refused"
+
+# Hostile values: every path below reads back as itself and is where the run writes.
+CK="$TMP/ck #1 \"q\" back\\slash"
+METRICS="$TMP/m #2.jsonl"
+LEAD="  lead"  # a relative path that starts with blanks
+NL="$TMP/line
+break.txt"
+cd "$TMP" || fail "cannot enter $TMP"
+"$OLDPWD/$HETRAIN" train "${RUN[@]}" --checkpoint-dir "$CK" --metrics "$METRICS" --dump-params "$LEAD" \
+  --dump-samples "$NL" --print-config >hostile.ini || fail "--print-config with hostile paths failed"
+cd "$OLDPWD" || fail "cannot go back"
+grep -q '^checkpoint-dir = ".*ck #1 \\"q\\" back\\\\slash"$' "$TMP/hostile.ini" && grep -qx 'dump-params = "  lead"' "$TMP/hostile.ini" \
+  && grep -q '^dump-samples = ".*line\\nbreak.txt"$' "$TMP/hostile.ini" || { cat "$TMP/hostile.ini"; fail "hostile values not quoted"; }
+[ "$(grep -c = "$TMP/hostile.ini")" -eq "$(wc -l <"$TMP/hostile.ini")" ] || fail "a value broke a line of the printed file"
+# With a byte-order mark and Windows line ends, as an editor may save it.
+{ printf '\xef\xbb\xbf'; sed 's/$/\r/' "$TMP/hostile.ini"; } >"$TMP/hostile-bom.ini"
+cd "$TMP" || fail "cannot enter $TMP"
+"$OLDPWD/$HETRAIN" train --config hostile-bom.ini --print-config >again.ini || fail "reading the printed hostile file failed"
+cmp hostile.ini again.ini || { diff hostile.ini again.ini; fail "the hostile values did not read back as themselves"; }
+timeout 300 "$OLDPWD/$HETRAIN" train --config hostile-bom.ini >hostile.out 2>&1 || { cat hostile.out; fail "the run from the hostile file failed"; }
+cd "$OLDPWD" || fail "cannot go back"
+[ -f "$CK/checkpoint-00000006.h5" ] && [ -s "$METRICS" ] && [ -s "$TMP/$LEAD" ] && [ -s "$NL" ] \
+  || { ls -la "$TMP"; fail "the run did not write to the exact hostile paths"; }
+/usr/bin/python3 - "$CK/checkpoint-00000006.h5" "$TMP/hostile.ini" <<'PY' || fail "the checkpoint's /config is not the printed hostile text"
+import sys, h5py
+stored = h5py.File(sys.argv[1], "r")["config"][()].decode()
+assert stored == open(sys.argv[2]).read(), (stored, open(sys.argv[2]).read())
+PY
+echo "ok  hostile paths: quoted, read back, written to as given"
+pass "config files repeat a run bit for bit, the command line overrides them, values round-trip quoted, bad keys" \
+  "and quotes name file and line, options of another mode and abbreviations are refused"

@@ -128,7 +128,8 @@ bad() {  # bad NAME EXPECTED ARGS...
     || { cat "$TMP/$name.err"; fail "$name: not one error line containing '$want'"; }
   echo "ok  $name: $(grep 'hetrain: error:' "$TMP/$name.err")"
 }
-bad async-split "has no global split" --mode async --split 16,16,16,16
+bad async-split "split applies to --mode sync only, and this run is --mode async" --mode async --split 16,16,16,16
+bad sync-groups "groups applies to --mode hybrid only, and this run is --mode sync" --mode sync --groups 0,0,1,1
 bad unknown-mode "mode must be sync, async or hybrid" --mode asynchronous
 bad group-spec "groups must be node, speed or a group id per rank" --mode hybrid --groups fastest
 bad group-length "groups lists 3 group ids for 4 ranks" --mode hybrid --groups 0,0,1
@@ -144,8 +145,9 @@ $PACK idx --images $SRC/t10k-images-idx3-ubyte.gz --labels $SRC/t10k-labels-idx1
 accs=""
 for mode in async hybrid; do
   start=$SECONDS
+  extra=(); [ $mode = hybrid ] && extra=(--groups 0,0,1,1)
   run_mpi 4 --data "$TMP/train.h5" --val "$TMP/test.h5" --model lenet --global-batch 256 --epochs 3 --lr 0.05 \
-    --warmup-epochs 0.1 --mode $mode --groups 0,0,1,1 "${SPEEDS[@]}" --log-every 1000 >"$TMP/fm-$mode.out" 2>&1 \
+    --warmup-epochs 0.1 --mode $mode "${extra[@]}" "${SPEEDS[@]}" --log-every 1000 >"$TMP/fm-$mode.out" 2>&1 \
     || { cat "$TMP/fm-$mode.out"; fail "$mode: Fashion-MNIST training failed"; }
   acc=$(grep "^validation at sample" "$TMP/fm-$mode.out" | tail -n 1 | sed -n 's/.*accuracy \([0-9.]*\)%.*/\1/p')
   grep "^done:" "$TMP/fm-$mode.out"

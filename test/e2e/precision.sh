@@ -86,7 +86,8 @@ first=$(head -1 "$TMP/resumed.jsonl" | /usr/bin/python3 -c 'import json,sys; r=j
 # which leaves rank 1 the core) and the epoch is long enough for rank 1 to get there.
 for mode in async hybrid; do
   speeds=$([ $mode = async ] && echo 0.5,1,0.5,0.5 || echo 1,1,0.5,0.5)
-  run_mpi 4 --model lenet --synthetic 4096 --synthetic-shape 1,28,28 --global-batch 64 --mode $mode --groups 0,0,1,1 \
+  extra=(); [ $mode = hybrid ] && extra=(--groups 0,0,1,1)
+  run_mpi 4 --model lenet --synthetic 4096 --synthetic-shape 1,28,28 --global-batch 64 --mode $mode "${extra[@]}" \
     --emulate-speed $speeds --precision fp16 --debug-overflow-at 1:2 --log-every 2 --metrics "$TMP/$mode.jsonl" \
     >"$TMP/$mode.out" 2>&1 \
     || { cat "$TMP/$mode.out"; fail "$mode with an fp16 overflow failed"; }
