@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "hetrain/error.hpp"
+#include "train/stop_signals.hpp"
 
 namespace hetrain::train {
 
@@ -55,6 +56,17 @@ void Checkpointer::written(const std::string& path, int64_t step, Clock::time_po
   last_time_ = Clock::now();
   const double took = std::chrono::duration<double>(last_time_ - start).count();
   seconds_ += took;
+  const double grace = mpirun_kill_grace_seconds();
+  if (world_.rank() == 0 && grace >= 0 && took > grace && !warned_slow_) {
+    // A stop checkpoint takes about as long: mpirun's kill would come first (README, "Checkpoints").
+    warned_slow_ = true;
+    std::fprintf(stderr,
+                 "warning: this checkpoint took %.1f s, and mpirun kills the ranks %g s after it gets a SIGTERM or "
+                 "Ctrl-C (Open MPI's odls_base_sigkill_timeout): such a stop would lose its checkpoint. Stop this "
+                 "job with SIGUSR1 to mpirun (kill -USR1 PID): mpirun passes it on and waits for the checkpoint\n",
+                 took, grace);
+    std::fflush(stderr);
+  }
   if (world_.rank() == 0 && !quiet_) {
     struct stat st {};
     const double mb = ::stat(path.c_str(), &st) == 0 ? double(st.st_size) / 1e6 : 0.0;

@@ -48,6 +48,7 @@ class Checkpointer {
   bool quiet_;
   std::vector<std::string> prunable_;  // rank 0
   std::vector<std::string> removed_;   // rank 0: pruned by the newest write, for its log line
+  bool warned_slow_ = false;           // rank 0: said once that a SIGTERM to mpirun would lose a checkpoint
   std::chrono::steady_clock::time_point last_time_;
   int64_t last_step_ = -1;
   double seconds_ = 0;

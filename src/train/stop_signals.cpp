@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <initializer_list>
 
 namespace hetrain::train {
@@ -33,6 +34,13 @@ void install_stop_handlers() {
 }
 
 int stop_requests() { return g_requests.load(); }
+
+double mpirun_kill_grace_seconds() {
+  if (!std::getenv("OMPI_MCA_orte_hnp_uri")) return -1;  // set in the processes mpirun starts
+  // mpirun passes its MCA parameters (--mca NAME VALUE or OMPI_MCA_NAME) on to the processes it starts.
+  const char* grace = std::getenv("OMPI_MCA_odls_base_sigkill_timeout");
+  return grace && *grace ? std::atof(grace) : 1.0;
+}
 int last_stop_signal() { return g_last_signal.load(); }
 
 }  // namespace hetrain::train

@@ -11,4 +11,9 @@ void install_stop_handlers();
 int stop_requests();
 int last_stop_signal();
 
+// Under Open MPI's mpirun, a SIGTERM or SIGINT to mpirun aborts the job: the ranks are killed this many
+// seconds later (odls_base_sigkill_timeout, default 1), checkpoint written or not, and their output may be
+// cut before. SIGUSR1 is passed on without a kill. Negative when mpirun did not start this process.
+double mpirun_kill_grace_seconds();
+
 }  // namespace hetrain::train
