@@ -130,4 +130,21 @@ std::vector<int64_t> uniform_split(int n, int64_t B, const std::vector<int64_t>&
   return solve_split(std::vector<CostModel>(size_t(n), CostModel{0.0, 1.0}), caps, B);  // equal speeds, capped
 }
 
+std::vector<int64_t> respect_min_share(std::vector<int64_t> split, int64_t min_share) {
+  for (size_t r = 0; r < split.size(); ++r) {
+    if (split[r] == 0 || split[r] >= min_share) continue;
+    size_t donor = r;  // the largest other share (the first of equals)
+    for (size_t q = 0; q < split.size(); ++q)
+      if (q != r && (donor == r || split[q] > split[donor])) donor = q;
+    if (donor == r) break;  // one rank
+    const int64_t need = min_share - split[r];
+    if (split[donor] - need >= min_share) {
+      split[donor] -= need, split[r] = min_share;
+    } else {
+      split[donor] += split[r], split[r] = 0;
+    }
+  }
+  return split;
+}
+
 }  // namespace hetrain::dist

@@ -84,7 +84,8 @@ class Trainer {
         checkpointer_(cfg, world_, s_.prunable_checkpoints),
         local_step_(s_, cfg.label_smoothing),
         next_step_(s_.start_step),
-        any_gpu_(any_rank(on_gpu())) {
+        any_gpu_(any_rank(on_gpu())),
+        min_share_(s_.model->params().state_count() > 0 ? 2 : 1) {
     // A rank waiting in the gradient reduction tells the stall watch it is alive, so one that stopped
     // there is named (dist/arrival.hpp).
     s_.comm->set_idle_hook([this] { s_.arrival->keep_alive(); });
@@ -246,7 +247,14 @@ class Trainer {
 
   // The split every rank uses for a step of `batch` samples: the balancer's (or the fixed) split, scaled
   // down by largest remainder for a partial last batch.
+  // The split of a step of `batch` samples. The balancer's splits give a rank of a model with batch norm
+  // no samples or at least two (dist::respect_min_share); a fixed --split is the user's.
   std::vector<int64_t> split_for(int64_t batch) const {
+    if (s_.fixed_split.empty()) return dist::respect_min_share(scaled_split(batch), min_share_);
+    return scaled_split(batch);
+  }
+
+  std::vector<int64_t> scaled_split(int64_t batch) const {
     const std::vector<int64_t>& full = s_.fixed_split.empty() ? s_.balancer->split() : s_.fixed_split;
     if (batch == cfg_.global_batch) return full;
     std::vector<int64_t> out(full.size());
@@ -584,6 +592,7 @@ class Trainer {
   std::optional<DeviceInput::Uploaded> staged_;  // GPU: the next step's batch, already on its way
   int64_t next_step_ = 0;
   bool any_gpu_ = false;         // some rank trains on a GPU (the same on every rank)
+  int64_t min_share_;  // 2 for models with batch norm (running statistics), else 1
   bool split_changed_ = false;   // the balancer changed the split after the last step
   std::vector<int64_t> last_split_;
   double eff_sum_ = 0, time_sum_ = 0;

@@ -141,3 +141,24 @@ TEST(SolveSplit, FlatModelsStillSumToB) {
   expect_valid(b, {5, 5, 5}, 12);
   EXPECT_NEAR(predicted_step_seconds(m, b), brute_force_best(m, {5, 5, 5}, 12), 1e-15);
 }
+
+TEST(SolveSplit, MinimumShareForBatchNorm) {
+  EXPECT_EQ(respect_min_share({1, 7}, 2), (std::vector<int64_t>{2, 6}));
+  EXPECT_EQ(respect_min_share({0, 1, 7}, 2), (std::vector<int64_t>{0, 2, 6}));
+  EXPECT_EQ(respect_min_share({1, 2}, 2), (std::vector<int64_t>{0, 3}));   // the donor would drop below 2
+  EXPECT_EQ(respect_min_share({1, 1, 1}, 2), (std::vector<int64_t>{0, 3, 0}));
+  EXPECT_EQ(respect_min_share({1}, 2), (std::vector<int64_t>{1}));        // one rank: nowhere to move it
+  EXPECT_EQ(respect_min_share({5, 0, 3}, 2), (std::vector<int64_t>{5, 0, 3}));
+  EXPECT_EQ(respect_min_share({1, 7}, 1), (std::vector<int64_t>{1, 7}));  // no batch norm: unchanged
+  for (int64_t B : {1, 2, 3, 5, 9, 64}) {
+    std::vector<int64_t> s = respect_min_share({B / 4, B / 4, B - 2 * (B / 4), 0}, 2);
+    int64_t sum = 0;
+    for (int64_t b : s) {
+      sum += b;
+      if (B >= 2) {
+        EXPECT_TRUE(b == 0 || b >= 2) << B;
+      }
+    }
+    EXPECT_EQ(sum, B);
+  }
+}

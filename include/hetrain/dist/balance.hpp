@@ -127,6 +127,12 @@ bool early_refit_agreed(const RefitVotes& votes, int n);
 // Throws hetrain::Error when Σ caps < B, B < 0, models is empty or caps has the wrong length.
 std::vector<int64_t> solve_split(const std::vector<CostModel>& models, const std::vector<int64_t>& caps, int64_t B);
 
+// Every share 0 or at least `min_share`, the sum kept: batch norm cannot normalize a single sample whose
+// feature maps are 1x1 (one value per channel), so models with batch norm never give a rank one sample.
+// A smaller share is raised to min_share from the largest share while that one keeps min_share, else
+// given to it. Deterministic, so every rank gets the same split.
+std::vector<int64_t> respect_min_share(std::vector<int64_t> split, int64_t min_share);
+
 // max_r models[r].predict(split[r]).
 double predicted_step_seconds(const std::vector<CostModel>& models, const std::vector<int64_t>& split);
 
