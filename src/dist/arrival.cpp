@@ -71,10 +71,14 @@ StepArrival::~StepArrival() {
 void StepArrival::step_done() {
   watched_step_.store(-1);
   all_arrived_ = false;
-  first_step_ = false;
 }
 
 void StepArrival::watch(int64_t step) {
+  // The first step watched is this process's first; any other step ends the set-up leniency.
+  if (first_step_number_ < 0)
+    first_step_number_ = step;
+  else if (step != first_step_number_)
+    first_step_ = false;
   watched_since_.store(now_seconds());
   watched_limit_.store(2 * timeout_now() + grace(timeout_now()));
   watched_step_.store(step);
@@ -142,8 +146,8 @@ void StepArrival::listen(double now) {
 double StepArrival::arrive(int64_t step, std::vector<double>& values) {
   const auto start = Clock::now();
   const double entered = now_seconds();
-  const double limit = timeout_now();
   watch(step);
+  const double limit = timeout_now();
   step_tag_ = int(step & kStepMask);
   last_sent_ = entered;  // the arrival message is this step's first sign of life
   int sent_step = step_tag_, send_count = 0;

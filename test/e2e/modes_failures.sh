@@ -9,7 +9,7 @@
 #     once; --resume auto continues from the newest mid-run checkpoint, in async and in hybrid mode, on
 #     another number of ranks, trains exactly the samples past its position once, and finishes.
 source "$(dirname "$0")/lib.sh"
-need_python json
+need_python json h5py
 
 # 1. Metrics lines and speed groups, hybrid on 4 ranks.
 run_mpi 4 --model lenet --synthetic 1024 --synthetic-shape 1,28,28 --global-batch 64 --epochs 2 --lr 0.05 \
@@ -102,10 +102,15 @@ kill_and_resume() {  # kill_and_resume MODE GROUPS-ON-2-RANKS (hybrid)
   local newest; newest=$(ls "$dir" | grep '^checkpoint-.*\.h5$' | sort | tail -1)
   local step=$((10#$(echo "$newest" | sed 's/checkpoint-0*\([0-9]*\)\.h5/\1/;s/^$/0/')))
   [ "$step" -gt 0 ] && [ "$step" -lt 300 ] || fail "$1: the newest checkpoint $newest is not a mid-run one"
+  # The checkpoint holds the exact position it continues from (sample_position), which need not be a
+  # multiple of the global batch (its name's step); read now, the resumed run may prune the file.
+  local first
+  first=$(/usr/bin/python3 -c "import h5py, sys; print(int(h5py.File(sys.argv[1], 'r').attrs['sample_position']))" "$dir/$newest") \
+    || fail "$1: cannot read sample_position of $newest"
   run_mpi 2 "${SLOW[@]/0.2,0.2,0.2,0.2/1,1}" --epochs 3 --mode "$1" "${resume_groups[@]}" --checkpoint-dir "$dir" --resume auto \
     --dump-samples "$TMP/resumed-$1-%r.txt" >"$TMP/resume.out" 2>&1 || { cat "$TMP/resume.out"; fail "$1: resume failed"; }
   grep -q "^resume: $dir/$newest" "$TMP/resume.out" || { cat "$TMP/resume.out"; fail "$1: did not resume from $newest"; }
-  /usr/bin/python3 - "$TMP/resumed-$1" $((step * 32)) <<'PY' || fail "$1: the resumed run did not train each remaining sample once"
+  /usr/bin/python3 - "$TMP/resumed-$1" "$first" <<'PY' || fail "$1: the resumed run did not train each remaining sample once"
 import collections, sys
 prefix, first = sys.argv[1], int(sys.argv[2])
 seen = collections.Counter()

@@ -16,7 +16,8 @@
 // the job.
 //
 // The first step of a process includes one-off set-up (kernel compilation, autotuning, first-touch page
-// faults), which is no stall: the first arrive() is judged against kFirstStepFactor times the timeout.
+// faults), which is no stall: the first step watched (arrive() or watch()) is judged against
+// kFirstStepFactor times the timeout.
 #pragma once
 
 #include <mpi.h>
@@ -77,7 +78,8 @@ class StepArrival {
   std::vector<std::string> hosts_;
   std::vector<int> names_;
   double timeout_s_;
-  bool first_step_ = true;
+  bool first_step_ = true;         // until a second step is watched
+  int64_t first_step_number_ = -1;
   // signs of life (steady clock seconds): this step's masked number, when this rank last sent one, the
   // sends in flight; the watcher's: when it last heard from each rank it watches, and whether it arrived
   int step_tag_ = 0;
