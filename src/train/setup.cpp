@@ -11,6 +11,7 @@
 #include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/ops.hpp"
+#include "hetrain/resources.hpp"
 #include "hetrain/threading.hpp"
 
 namespace hetrain::train {
@@ -247,6 +248,11 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   HT_CHECK(info.num_samples >= n, "the training data has ", info.num_samples, " samples, fewer than the ", n,
            " ranks: every rank needs samples");
 
+  // Every rank holds the order of a whole epoch (data::EpochPlan, 8 bytes a sample): a count that cannot fit
+  // is refused now, before the model is allocated, not with std::bad_alloc at the first step.
+  check_memory_for(double(info.num_samples) * sizeof(int64_t),
+                   (cfg.synthetic > 0 ? std::string("--synthetic ") : "--data " + cfg.data_path + ": ") +
+                       std::to_string(info.num_samples) + " samples (the epoch order of every sample)");
   nn::ModelConfig mc;
   mc.name = cfg.model;
   mc.in_channels = info.channels;

@@ -24,6 +24,13 @@ check missing-data "nope.h5" --data "$TMP/nope.h5"
 check diverged "NaN/Inf" "${S[@]}" --global-batch 32 --lr 1e12 --momentum 0
 check bad-device "device must be" "${S[@]}" --global-batch 32 --device tpu
 check negative-synthetic "--synthetic must be a positive number of samples, got -5" --synthetic -5 --global-batch 32
+# A count whose epoch order cannot fit in memory (ulimit -v: "cannot fit" is the limit, and a regression
+# cannot take the machine's memory) is refused before any allocation.
+limit_kb=4000000
+huge=$((limit_kb * 1024))  # 8 bytes of epoch order each: 8 times the limit
+(ulimit -v $limit_kb; check huge-synthetic \
+  "--synthetic $huge samples (the epoch order of every sample) needs about .* of memory, but only" \
+  --synthetic $huge --global-batch 32) || exit 1
 check infinite-lr "--lr must be a finite number > 0, got inf" "${S[@]}" --global-batch 32 --lr inf
 check nan-lr "--lr must be a finite number > 0, got nan" "${S[@]}" --global-batch 32 --lr nan
 # Output paths are checked at start-up, not after training (the errors are agreed by all ranks, which
