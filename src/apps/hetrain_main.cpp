@@ -211,7 +211,7 @@ int cmd_models(int argc, char** argv) {
     po::store(po::command_line_parser(argc, argv).options(show).run(), vm);  // argv[0] is "models"
     po::notify(vm);
     const std::vector<int> hw = parse_ints(size, "--size");
-    HT_CHECK(!hw.empty() && hw.size() <= 2, "--size wants H or H,W, got '", size, "'");
+    HT_CHECK(!hw.empty() && hw.size() <= 2, "--size wants H or H,W, got ", hetrain::quoted(size));
     mc.name = file;
     mc.height = hw[0];
     mc.width = hw.size() == 2 ? hw[1] : hw[0];

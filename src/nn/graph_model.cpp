@@ -493,7 +493,7 @@ Built build_graph(const GraphFile& f, const Resolved& r, int image_h, int image_
   std::vector<Shape> shapes;  // per layer, without N
   for (const GraphEntry& e : f.layers) {
     const ModuleKind* kind = find_module(e.module);
-    HT_CHECK(kind, e.where, ": unknown module '", e.module, "' (known: ", known_modules(), ")");
+    HT_CHECK(kind, e.where, ": unknown module ", quoted(e.module), " (known: ", known_modules(), ")");
     Ctx c{f, e, {}, {}, scaled_repeats(e.number, f.depth_multiple), r.nc, no, image_h, image_w, pb, ws};
     for (const int j : e.from) c.in.push_back(j < 0 ? Shape{r.ch, image_h, image_w} : shapes[size_t(j)]);
     for (const GraphArg& a : e.args) {  // 'nc' and 'anchors' name the top-level values

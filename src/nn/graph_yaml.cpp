@@ -88,14 +88,14 @@ GraphArg arg_of(const YAML::Node& n) {
 int int_value(const YAML::Node& n, const std::string& what, const std::string& where) {
   int64_t v = 0;
   HT_CHECK(n.IsScalar() && n.Tag() != "!" && parse_int(n.Scalar(), &v) && v >= INT32_MIN && v <= INT32_MAX, where,
-           ": ", what, " must be an integer, got '", scalar_of(n), "'", line_of(n));
+           ": ", what, " must be an integer, got ", quoted(scalar_of(n)), line_of(n));
   return int(v);
 }
 
 double number_value(const YAML::Node& n, const std::string& what, const std::string& where) {
   double v = 0;
   HT_CHECK(n.IsScalar() && n.Tag() != "!" && parse_float(n.Scalar(), &v), where, ": ", what,
-           " must be a number, got '", scalar_of(n), "'", line_of(n));
+           " must be a number, got ", quoted(scalar_of(n)), line_of(n));
   return v;
 }
 
@@ -114,7 +114,7 @@ void read_anchors(const YAML::Node& n, const std::string& path, GraphFile* g) {
     const std::string lw = where + "[" + std::to_string(l) + "]";
     HT_CHECK(level.IsSequence() && level.size() >= 2 && level.size() % 2 == 0, lw,
              ": expected w,h pairs (an even number of values), got ",
-             level.IsSequence() ? std::to_string(level.size()) + " values" : "'" + scalar_of(level) + "'",
+             level.IsSequence() ? std::to_string(level.size()) + " values" : quoted(scalar_of(level)),
              line_of(level));
     std::vector<double> values;
     for (const auto& v : level) {
@@ -142,7 +142,7 @@ void read_section(const YAML::Node& n, const std::string& name, const std::strin
     entry.where = path + ": " + name + "[" + std::to_string(k) + "] (layer " + std::to_string(entry.index) + ")";
     const std::string& where = entry.where;
     HT_CHECK(e.IsSequence() && e.size() == 4, where, ": expected [from, number, module, args], got ",
-             e.IsSequence() ? std::to_string(e.size()) + " items" : "'" + scalar_of(e) + "'", line_of(e));
+             e.IsSequence() ? std::to_string(e.size()) + " items" : quoted(scalar_of(e)), line_of(e));
     // from
     const YAML::Node& f = e[0];
     if (f.IsSequence()) {
@@ -173,8 +173,8 @@ void read_section(const YAML::Node& n, const std::string& name, const std::strin
     entry.module = e[2].Scalar();
     // args
     const YAML::Node& a = e[3];
-    HT_CHECK(a.IsSequence() || a.IsNull(), where, ": args must be a list, e.g. [64, 3, 2], got '", scalar_of(a),
-             "'", line_of(a));
+    HT_CHECK(a.IsSequence() || a.IsNull(), where, ": args must be a list, e.g. [64, 3, 2], got ",
+             quoted(scalar_of(a)), line_of(a));
     try {
       if (a.IsSequence())
         for (const auto& x : a) entry.args.push_back(arg_of(x));
@@ -191,7 +191,7 @@ GraphFile parse_node(const YAML::Node& root, const std::string& path) {
     const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
     bool known = false;
     for (const char* k : kTopKeys) known |= key == k;
-    HT_CHECK(known, path, ": unknown key '", key, "'", line_of(kv.first),
+    HT_CHECK(known, path, ": unknown key ", quoted(key), line_of(kv.first),
              " (known: nc, depth_multiple, width_multiple, anchors, ch, backbone, head)");
   }
   for (const char* k : {"nc", "backbone", "head"})
@@ -233,7 +233,7 @@ std::string GraphArg::text() const {
     case Kind::None:
       return "None";
     case Kind::String:
-      return "'" + s + "'";
+      return quoted(s);  // Python's repr for the usual names; a huge or odd string stays one short line
     case Kind::List: {
       std::string t = "[";
       for (size_t k = 0; k < list.size(); ++k) t += (k ? ", " : "") + list[k].text();
@@ -255,7 +255,7 @@ GraphFile parse_graph_text(const std::string& text, const std::string& path) {
 
 GraphFile read_graph_file(const std::string& path) {
   std::ifstream in(path);
-  HT_CHECK(in, path, ": cannot open the model file");
+  HT_CHECK(in, clipped(path), ": cannot open the model file");  // a name from a checkpoint may be huge
   std::stringstream ss;
   ss << in.rdbuf();
   HT_CHECK(!in.bad(), path, ": cannot read the model file");

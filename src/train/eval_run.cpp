@@ -86,7 +86,7 @@ EvalResult run_evaluation(const EvalConfig& cfg) {
   dist::agree_on(world.comm(), [&] {
     set_num_threads(cfg.threads);
     HT_CHECK(cfg.device == "auto" || cfg.device == "cpu" || cfg.device == "cuda",
-             "--device must be auto, cpu or cuda, got '", cfg.device, "'");
+             "--device must be auto, cpu or cuda, got ", quoted(cfg.device));
     resolve_device(cfg.device, cfg.threads, cfg.quiet, world, s);
     SourceOptions so;
     so.threads = cfg.threads;
