@@ -116,6 +116,8 @@ void read_anchors(const YAML::Node& n, const std::string& path, GraphFile* g) {
              ": expected w,h pairs (an even number of values), got ",
              level.IsSequence() ? std::to_string(level.size()) + " values" : quoted(scalar_of(level)),
              line_of(level));
+    HT_CHECK(level.size() <= size_t(2 * kMaxAnchorsPerLevel), lw, ": ", level.size() / 2,
+             " anchors per level is out of range (at most ", kMaxAnchorsPerLevel, ")", line_of(level));
     std::vector<double> values;
     for (const auto& v : level) {
       const double x = number_value(v, "an anchor size", lw);
@@ -167,6 +169,8 @@ void read_section(const YAML::Node& n, const std::string& name, const std::strin
     // number
     entry.number = int_value(e[1], "number", where);
     HT_CHECK(entry.number >= 1, where, ": number must be >= 1, got ", entry.number);
+    HT_CHECK(entry.number <= kMaxRepeats, where, ": number ", entry.number, " is out of range (at most ", kMaxRepeats,
+             " repeats)", line_of(e[1]));
     // module
     HT_CHECK(e[2].IsScalar() && !e[2].Scalar().empty(), where, ": module must be a name such as Conv",
              line_of(e[2]));
@@ -200,14 +204,23 @@ GraphFile parse_node(const YAML::Node& root, const std::string& path) {
   g.path = path;
   g.nc = int_value(root["nc"], "nc", path);
   HT_CHECK(g.nc >= 1, path, ": nc must be >= 1, got ", g.nc);
-  if (root["depth_multiple"]) g.depth_multiple = number_value(root["depth_multiple"], "depth_multiple", path);
-  if (root["width_multiple"]) g.width_multiple = number_value(root["width_multiple"], "width_multiple", path);
+  HT_CHECK(g.nc <= kMaxModelInt, path, ": nc ", g.nc, " is out of range (at most ", kMaxModelInt, ")",
+           line_of(root["nc"]));
+  for (const char* key : {"depth_multiple", "width_multiple"}) {
+    if (!root[key]) continue;
+    const double v = number_value(root[key], key, path);
+    HT_CHECK(v <= kMaxMultiple, path, ": ", key, " ", v, " is out of range (0, ", kMaxMultiple, "]",
+             line_of(root[key]));
+    (std::string(key) == "depth_multiple" ? g.depth_multiple : g.width_multiple) = v;
+  }
   HT_CHECK(g.depth_multiple > 0, path, ": depth_multiple must be positive, got ", g.depth_multiple);
   HT_CHECK(g.width_multiple > 0, path, ": width_multiple must be positive, got ", g.width_multiple);
   if (root["anchors"]) read_anchors(root["anchors"], path, &g);
   if (root["ch"]) {
     g.ch = int_value(root["ch"], "ch", path);
     HT_CHECK(g.ch >= 1, path, ": ch must be >= 1, got ", g.ch);
+    HT_CHECK(g.ch <= kMaxModelInt, path, ": ch ", g.ch, " is out of range (at most ", kMaxModelInt, ")",
+             line_of(root["ch"]));
   }
   read_section(root["backbone"], "backbone", path, &g);
   read_section(root["head"], "head", path, &g);
