@@ -253,6 +253,11 @@ int cmd_devices() {
   return 0;
 }
 
+// A negative sample count is a mistake on the command line (exit 2), not a missing data source.
+void check_sample_count(int64_t n, const char* option) {
+  if (n < 0) throw po::error(std::string(option) + " must be a positive number of samples, got " + std::to_string(n));
+}
+
 int cmd_train(int argc, char** argv) {
   TrainConfig cfg;
   RawTrainOptions raw;
@@ -266,6 +271,9 @@ int cmd_train(int argc, char** argv) {
     }
     if (vm.count("config")) hetrain::train::parse_config_file(vm["config"].as<std::string>(), opts, vm);
     po::notify(vm);
+    check_sample_count(cfg.synthetic, "--synthetic");
+    if (cfg.synthetic_val < 0)
+      throw po::error("--synthetic-val must not be negative, got " + std::to_string(cfg.synthetic_val));
     cfg.synthetic_shape = parse_ints(raw.shape, "--synthetic-shape");
     if (!raw.milestones.empty()) cfg.milestones = parse_ints(raw.milestones, "--milestones");
     cfg.decay_bn_and_bias = !raw.no_bn_decay;
@@ -335,6 +343,7 @@ int cmd_eval(int argc, char** argv) {
       return 0;
     }
     po::notify(vm);
+    check_sample_count(cfg.synthetic, "--synthetic");
   } catch (const std::exception& e) {
     if (launcher_rank() == 0) std::fprintf(stderr, "hetrain: error: %s (see hetrain eval --help)\n", e.what());
     return 2;
