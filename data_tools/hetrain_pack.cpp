@@ -146,7 +146,7 @@ int run(int argc, char** argv, MPI_Comm comm) {
     po::positional_options_description pos;
     pos.add("batch", -1);
     if (!parse(cmd, args, own, out, vm, &pos, "Packs CIFAR-10/100 binary batches.")) return 0;
-    HT_CHECK(label == "fine" || label == "coarse", "--label must be fine or coarse, got '", label, "'");
+    HT_CHECK(label == "fine" || label == "coarse", "--label must be fine or coarse, got ", quoted(label));
     for (const auto& f : files) opt.inputs.push_back({"CIFAR batch", f});
     if (!class_names_file.empty()) opt.inputs.push_back({"--class-names-file", class_names_file});
     auto names = class_names_file.empty() ? split_names(class_names) : read_lines(class_names_file);
@@ -203,7 +203,7 @@ int run(int argc, char** argv, MPI_Comm comm) {
                "Generates a detection dataset: Fashion-MNIST items pasted at 1-3x onto noisy canvases, "
                "letterboxed to --size; boxes are the items' tight bounds (docs/detection.md)."))
       return 0;
-    HT_CHECK(split == "train" || split == "test", "--split must be train or test, got '", split, "'");
+    HT_CHECK(split == "train" || split == "test", "--split must be train or test, got ", quoted(split));
     const std::string prefix = dir + "/" + (split == "train" ? "train" : "t10k");
     const std::string images = prefix + "-images-idx3-ubyte.gz", labels = prefix + "-labels-idx1-ubyte.gz";
     opt.inputs = {{"Fashion-MNIST images", images}, {"Fashion-MNIST labels", labels}};

@@ -68,7 +68,7 @@ int inspect_main(const std::vector<std::string>& args) {
   po::notify(vm);
 
   HT_CHECK(task.empty() || task == "classification" || task == "detection",
-           "--task must be classification or detection, got '", task, "'");
+           "--task must be classification or detection, got ", quoted(task));
   auto ds = data::Dataset::open(file);
   const auto& in = ds->info();
   if (task == "detection") data::require_detection(in, "--task detection");

@@ -32,6 +32,15 @@ class AgreedError : public Error {
   using Error::Error;
 };
 
+// A value read from a file or given by a user, ready to go into an error message: in single quotes, control
+// characters escaped (the message stays one line), and at most kQuotedChars characters of it, then
+// "…' (N bytes)" — a 50 MB attribute makes a readable line, not a 50 MB one. Every message that echoes
+// such a value goes through quoted() (or clipped(), for a template that supplies its own quotes).
+constexpr size_t kQuotedChars = 200;
+std::string quoted(const std::string& value);
+// The same text without the quotes and the byte count: escaped, cut after kQuotedChars with "…".
+std::string clipped(const std::string& value);
+
 // Rank and host that every Error message carries from now on ("rank 3 on node17").
 // Set once by the MPI world at start-up; before that errors carry no rank.
 void set_error_context(int rank, const std::string& host);

@@ -252,7 +252,7 @@ int cmd_models(int argc, char** argv) {
     po::store(po::command_line_parser(argc, argv).options(show).run(), vm);  // argv[0] is "models"
     po::notify(vm);
     const std::vector<int> hw = parse_ints(size, "--size");
-    HT_CHECK(!hw.empty() && hw.size() <= 2, "--size wants H or H,W, got '", size, "'");
+    HT_CHECK(!hw.empty() && hw.size() <= 2, "--size wants H or H,W, got ", hetrain::quoted(size));
     mc.name = file;
     mc.height = hw[0];
     mc.width = hw.size() == 2 ? hw[1] : hw[0];
@@ -294,6 +294,11 @@ int cmd_devices() {
   return 0;
 }
 
+// A negative sample count is a mistake on the command line (exit 2), not a missing data source.
+void check_sample_count(int64_t n, const char* option) {
+  if (n < 0) throw po::error(std::string(option) + " must be a positive number of samples, got " + std::to_string(n));
+}
+
 int cmd_train(int argc, char** argv) {
   TrainConfig cfg;
   RawTrainOptions raw;
@@ -308,6 +313,9 @@ int cmd_train(int argc, char** argv) {
     if (vm.count("config")) hetrain::train::parse_config_file(vm["config"].as<std::string>(), opts, vm);
     po::notify(vm);
     refuse_options_of_other_modes(opts, vm, cfg.mode);
+    check_sample_count(cfg.synthetic, "--synthetic");
+    if (cfg.synthetic_val < 0)
+      throw po::error("--synthetic-val must not be negative, got " + std::to_string(cfg.synthetic_val));
     cfg.synthetic_shape = parse_ints(raw.shape, "--synthetic-shape");
     if (!raw.milestones.empty()) cfg.milestones = parse_ints(raw.milestones, "--milestones");
     cfg.decay_bn_and_bias = !raw.no_bn_decay;
@@ -379,6 +387,7 @@ int cmd_eval(int argc, char** argv) {
       return 0;
     }
     po::notify(vm);
+    check_sample_count(cfg.synthetic, "--synthetic");
   } catch (const std::exception& e) {
     if (launcher_rank() == 0) std::fprintf(stderr, "hetrain: error: %s (see hetrain eval --help)\n", e.what());
     return 2;

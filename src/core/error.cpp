@@ -1,5 +1,7 @@
 #include "hetrain/error.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 namespace hetrain {
@@ -39,6 +41,46 @@ void set_error_context(int rank, const std::string& host) {
 std::string error_context_prefix() {
   if (g_rank < 0) return "";
   return "rank " + std::to_string(g_rank) + " on " + g_host + ": ";
+}
+
+namespace {
+// Where a value is cut: kQuotedChars bytes, moved back off any UTF-8 continuation byte so that no
+// character is split.
+size_t cut_of(const std::string& value) {
+  if (value.size() <= kQuotedChars) return value.size();
+  size_t end = kQuotedChars;
+  while (end > 0 && (static_cast<unsigned char>(value[end]) & 0xC0) == 0x80) --end;
+  return end;
+}
+}  // namespace
+
+std::string clipped(const std::string& value) {
+  const size_t end = cut_of(value);
+  std::string out;
+  for (size_t i = 0; i < end; ++i) {
+    const unsigned char ch = static_cast<unsigned char>(value[i]);
+    if (ch == '\n') {
+      out += "\\n";
+    } else if (ch == '\r') {
+      out += "\\r";
+    } else if (ch == '\t') {
+      out += "\\t";
+    } else if (ch < 0x20 || ch == 0x7F) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", ch);
+      out += hex;
+    } else {
+      out += char(ch);
+    }
+  }
+  if (end < value.size()) out += "\u2026";
+  return out;
+}
+
+std::string quoted(const std::string& value) {
+  std::string out = "'" + clipped(value) + "'";
+  if (cut_of(value) < value.size()) out += " (" + std::to_string(value.size()) + " bytes)";
+  return out;
 }
 
 Error::Error(const std::string& message, const char* file, int line)

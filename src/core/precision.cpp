@@ -34,7 +34,7 @@ Precision parse_precision(const std::string& text, const char* option) {
   std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::FP16})
     if (t == precision_name(p)) return p;
-  HT_THROW(option, ": unknown precision '", text, "' (use fp32, tf32, bf16 or fp16)");
+  HT_THROW(option, ": unknown precision ", quoted(text), " (use fp32, tf32, bf16 or fp16)");
 }
 
 }  // namespace hetrain

@@ -82,7 +82,7 @@ h5::Id open_checked(const std::string& path) {
   HT_CHECK(f.valid(), path, ": cannot open HDF5 file (truncated or damaged?): ", h5::last_error());
   HT_CHECK(h5::has_attr(f, "format"), path, ": not a hetrain dataset (root attribute 'format' is missing)");
   std::string fmt = h5::read_string_attr(f, "format", path);
-  HT_CHECK(fmt == kFormatName, path, ": format is '", fmt, "', expected '", kFormatName, "'");
+  HT_CHECK(fmt == kFormatName, path, ": format is ", quoted(fmt), ", expected '", kFormatName, "'");
   int64_t version = h5::read_int_attr(f, "version", path);
   HT_CHECK(version == kFormatVersion, path, ": format version ", version, " is not supported (this hetrain reads ",
            kFormatName, " version ", kFormatVersion, ")");
@@ -113,8 +113,8 @@ void read_info(hid_t f, const std::string& path, DatasetInfo& info) {
   info.created = h5::has_attr(f, "created") ? h5::read_string_attr(f, "created", path) : "";
   // Files without the attribute predate detection: classification.
   const std::string task = h5::has_attr(f, "task") ? h5::read_string_attr(f, "task", path) : "classification";
-  HT_CHECK(task == "classification" || task == "detection", path, ": attribute 'task' is '", task,
-           "', expected 'classification' or 'detection'");
+  HT_CHECK(task == "classification" || task == "detection", path, ": attribute 'task' is ", quoted(task),
+           ", expected 'classification' or 'detection'");
   info.has_boxes = task == "detection";
   HT_CHECK(info.num_samples > 0, path, ": empty dataset (num_samples is ", info.num_samples, ")");
 }
@@ -222,8 +222,9 @@ std::unique_ptr<Dataset> Dataset::open(const std::string& path) {
     int64_t total = 0;
     for (size_t s = 0; s < files.size(); ++s) {
       std::string sp = files[s].size() && files[s][0] == '/' ? files[s] : dir_of(path) + files[s];
-      HT_CHECK(file_exists(sp), path, ": shard ", s, " of ", files.size(), " listed in the index is missing: ", sp);
-      HT_CHECK(counts[s] > 0, path, ": shard ", s, " (", sp, ") has count ", counts[s]);
+      HT_CHECK(file_exists(sp), path, ": shard ", s, " of ", files.size(), " listed in the index is missing: ",
+               clipped(sp));  // the name comes from the file: shown clipped
+      HT_CHECK(counts[s] > 0, path, ": shard ", s, " (", clipped(sp), ") has count ", counts[s]);
       ds->info_.shard_files.push_back(sp);
       ds->info_.shard_counts.push_back(counts[s]);
       total += counts[s];
@@ -244,7 +245,7 @@ std::unique_ptr<Dataset> Dataset::open(const std::string& path) {
                " but the shards hold ", ds->info_.num_boxes, " boxes");
     }
   } else {
-    HT_CHECK(layout == "single" || layout == "shard", path, ": unknown layout '", layout, "'");
+    HT_CHECK(layout == "single" || layout == "shard", path, ": unknown layout ", quoted(layout));
     ds->info_.shard_files = {path};
     ds->info_.shard_counts = {ds->info_.num_samples};
   }

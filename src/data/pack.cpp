@@ -19,6 +19,7 @@
 
 #include "data/rng.hpp"
 #include "hetrain/error.hpp"
+#include "hetrain/resources.hpp"
 
 namespace hetrain::data {
 
@@ -54,6 +55,11 @@ int32_t label_of_boxes(const std::vector<float>& boxes) {
 }
 
 namespace {
+
+std::string folder_of(const std::string& p) {
+  const size_t slash = p.find_last_of('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : p.substr(0, slash);
+}
 
 std::string base_name(const std::string& p) {
   size_t slash = p.find_last_of('/');
@@ -292,6 +298,34 @@ int64_t pack_one(const SampleSource& src, const std::vector<int64_t>& order, con
   return int64_t(total[2 * C + 1]);
 }
 
+// Refuses, before anything is allocated or written, a dataset whose bookkeeping cannot fit in memory or whose
+// files cannot fit on disk: a huge --count would otherwise end in std::bad_alloc, or fill the disk for hours.
+// Returns the reason ("" when it fits).
+std::string check_room(const SampleSource& src, const PackOptions& opt, int64_t n, int64_t n_val) {
+  const double sb = double(src.meta.channels) * src.meta.height * src.meta.width;
+  // pack() keeps a flag and an index per sample (and the seeded permutation when it splits off a validation
+  // set); fill() a block of decoded samples of at most about 32 MiB, or one sample when that is larger.
+  const double index = double(n) * (1 + sizeof(int64_t)) + (n_val > 0 ? double(n) * sizeof(int64_t) : 0.0);
+  const double block = std::max(sb, std::min(1024 * sb, double(32 << 20)));
+  try {
+    check_memory_for(index + block, "packing " + std::to_string(n) + " samples");
+    // Uncompressed files hold at least their pixels; what gzip saves cannot be known before writing.
+    if (opt.write.gzip_level == 0) {
+      const double train = double(n - n_val) * sb, val = double(n_val) * sb;
+      if (n_val > 0 && folder_of(opt.val_output) != folder_of(opt.output)) {
+        check_disk_for(train, opt.output, "-o " + opt.output + " (" + std::to_string(n - n_val) + " samples)");
+        check_disk_for(val, opt.val_output,
+                       "--val-output " + opt.val_output + " (" + std::to_string(n_val) + " samples)");
+      } else {
+        check_disk_for(train + val, opt.output, "-o " + opt.output + " (" + std::to_string(n) + " samples)");
+      }
+    }
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "";
+}
+
 }  // namespace
 
 PackResult pack(const SampleSource& src, const PackOptions& opt) {
@@ -306,6 +340,7 @@ PackResult pack(const SampleSource& src, const PackOptions& opt) {
     HT_CHECK(n_val >= 1 && n_val < n, "--val-fraction ", opt.val_fraction, " of ", n,
              " samples leaves an empty train or validation set");
   }
+  agree(check_room(src, opt, n, n_val), opt.output, opt.comm);
   // Validation samples: the first n_val of a seeded permutation; both sets keep the source order.
   std::vector<char> is_val(n, 0);
   if (n_val > 0) {

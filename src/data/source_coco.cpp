@@ -124,7 +124,16 @@ class CocoSource : public SampleSource {
       const std::string entry = "images[" + std::to_string(k) + "]";
       CocoImage ci;
       ci.id = field<int64_t>(imgs[k], "id", path, entry);
-      ci.file = (std::filesystem::path(dir) / field<std::string>(imgs[k], "file_name", path, entry)).string();
+      const std::string name = field<std::string>(imgs[k], "file_name", path, entry);
+      // An annotation file must not open files outside --images (it may come from anyone). The check is on
+      // the name: no absolute path, no ".." that climbs above the folder. Symbolic links inside the folder
+      // are followed on purpose (folders of links to the images are common); whoever can place them there
+      // controls the folder anyway.
+      const std::filesystem::path rel = std::filesystem::path(name).lexically_normal();
+      HT_CHECK(!rel.empty() && !rel.is_absolute() && *rel.begin() != "..", path, ": ",
+               entry, " (id ", ci.id, "): file_name ", quoted(name), " leaves the --images folder",
+               " (it must be a path inside it)");
+      ci.file = (std::filesystem::path(dir) / rel).string();
       ci.width = field<int>(imgs[k], "width", path, entry);
       ci.height = field<int>(imgs[k], "height", path, entry);
       HT_CHECK(ci.width > 0 && ci.height > 0, path, ": ", entry, " (id ", ci.id, "): size ", ci.width, "x", ci.height,

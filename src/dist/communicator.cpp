@@ -54,7 +54,7 @@ Hierarchy parse_hierarchy(const std::string& text) {
   if (text == "auto") return Hierarchy::Auto;
   if (text == "on") return Hierarchy::On;
   if (text == "off") return Hierarchy::Off;
-  HT_THROW("--hierarchical must be auto, on or off, got '", text, "'");
+  HT_THROW("--hierarchical must be auto, on or off, got ", quoted(text));
 }
 
 bool use_hierarchy(Hierarchy h, int nodes, int max_ranks_per_node) {

@@ -30,7 +30,7 @@ std::vector<std::string> split_on(const std::string& text, char sep) {
 double parse_speed(const std::string& s, const char* option) {
   char* end = nullptr;
   double v = s.empty() ? NAN : std::strtod(s.c_str(), &end);
-  HT_AGREED_CHECK(!s.empty() && end && *end == '\0' && std::isfinite(v), option, ": '", s, "' is not a number");
+  HT_AGREED_CHECK(!s.empty() && end && *end == '\0' && std::isfinite(v), option, ": ", quoted(s), " is not a number");
   HT_AGREED_CHECK(v > 0, option, ": speed must be > 0, got ", s);
   HT_AGREED_CHECK(v <= 1, option, ": speed ", s, " > 1 cannot be emulated by sleeping; give speeds relative to the fastest rank");
   return v;
@@ -39,7 +39,7 @@ double parse_speed(const std::string& s, const char* option) {
 int64_t parse_int(const std::string& s, const char* option, const char* what) {
   char* end = nullptr;
   long long v = s.empty() ? -1 : std::strtoll(s.c_str(), &end, 10);
-  HT_AGREED_CHECK(!s.empty() && end && *end == '\0' && v >= 0, option, ": ", what, " '", s, "' is not an integer >= 0");
+  HT_AGREED_CHECK(!s.empty() && end && *end == '\0' && v >= 0, option, ": ", what, " ", quoted(s), " is not an integer >= 0");
   return v;
 }
 }  // namespace
@@ -50,17 +50,17 @@ SpeedEmulator::SpeedEmulator(const std::string& speeds, const std::string& sched
   if (!speeds.empty()) {
     std::vector<std::string> parts = split_on(speeds, ',');
     HT_AGREED_CHECK(parts.size() == size_t(n), "--emulate-speed: expected ", n, " speeds (one per rank), got ",
-             parts.size(), " in '", speeds, "'");
+             parts.size(), " in ", quoted(speeds));
     for (int r = 0; r < n; ++r) speeds_[r] = parse_speed(parts[r], "--emulate-speed");
     active_ = true;
   }
   if (!schedule.empty()) {
     for (const std::string& item : split_on(schedule, ',')) {
       std::vector<std::string> f = split_on(item, ':');
-      HT_AGREED_CHECK(f.size() == 3, "--emulate-schedule: expected STEP:RANK:SPEED, got '", item, "'");
+      HT_AGREED_CHECK(f.size() == 3, "--emulate-schedule: expected STEP:RANK:SPEED, got ", quoted(item));
       Change c{parse_int(f[0], "--emulate-schedule", "step"), int(parse_int(f[1], "--emulate-schedule", "rank")),
                parse_speed(f[2], "--emulate-schedule")};
-      HT_AGREED_CHECK(c.rank < n, "--emulate-schedule: rank ", c.rank, " in '", item, "' but the world has ", n, " ranks");
+      HT_AGREED_CHECK(c.rank < n, "--emulate-schedule: rank ", c.rank, " in ", quoted(item), " but the world has ", n, " ranks");
       changes_.push_back(c);
     }
     std::stable_sort(changes_.begin(), changes_.end(), [](const Change& a, const Change& b) { return a.step < b.step; });

@@ -16,7 +16,7 @@ BalanceMode parse_balance_mode(const std::string& text) {
   if (text == "none") return BalanceMode::None;
   if (text == "static") return BalanceMode::Static;
   if (text == "dynamic") return BalanceMode::Dynamic;
-  HT_AGREED_THROW("--balance: expected none, static or dynamic, got '", text, "'");
+  HT_AGREED_THROW("--balance: expected none, static or dynamic, got ", quoted(text));
 }
 
 const char* balance_mode_name(BalanceMode mode) {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "hetrain/error.hpp"
+#include "hetrain/resources.hpp"
 #include "nn/init.hpp"
 #include "nn/linear.hpp"
 #include "nn/pooling.hpp"
@@ -58,7 +59,8 @@ class Args {
     } else {
       bad(k, lo == INT_MIN ? std::string("an integer") : "an integer >= " + std::to_string(lo));
     }
-    if (v < lo || v > INT_MAX) bad(k, "an integer >= " + std::to_string(lo));
+    if (v < lo) bad(k, "an integer >= " + std::to_string(lo));
+    if (v > kMaxModelInt) bad(k, "at most " + std::to_string(kMaxModelInt) + " (out of range for a model file)");
     return int(v);
   }
   bool flag(size_t k, bool def) const {
@@ -114,7 +116,10 @@ struct Ctx {
   // YOLOv5's make_divisible(c2·gw, 8), unless c2 is the Detect width.
   int width(int c2) const {
     if (c2 == no) return c2;
-    return int(std::ceil(c2 * file.width_multiple / 8.0)) * 8;
+    const double w = std::ceil(c2 * file.width_multiple / 8.0) * 8;  // c2 and the multiple are bounded
+    HT_CHECK(w <= kMaxChannels, where(), ": ", c2, " channels × width_multiple ", file.width_multiple, " = ", w,
+             " channels, out of range (at most ", kMaxChannels, ")");
+    return int(w);
   }
   void need_image(const std::string& module, const Shape& s, int input = 0) const {
     HT_CHECK(s.size() == 3, where(), ": ", module, " needs an image input [C, H, W], but ",
@@ -486,6 +491,17 @@ int scaled_repeats(int n, double gd) {
   return std::max(int(std::nearbyint(n * gd)), 1);
 }
 
+// A module's output, refused when one sample of it holds more than kMaxLayerValues values. Every input is
+// checked so, and every factor a file gives is at most kMaxModelInt: no dimension computed from them
+// overflows.
+const Shape& bounded(const GraphEntry& e, const Shape& out) {
+  double values = 1;  // in floating point: the product of two checked factors may pass 2^63
+  for (const int64_t d : out) values *= double(d);
+  HT_CHECK(values <= double(kMaxLayerValues), e.where, ": output ", shape_str(out), " holds ", values,
+           " values per sample, more than hetrain handles (", kMaxLayerValues, ")");
+  return out;
+}
+
 Built build_graph(const GraphFile& f, const Resolved& r, int image_h, int image_w, ParamBuffer& pb, Workspace* ws) {
   Built out;
   const int na = f.anchors.empty() ? f.anchors_count_only : int(f.anchors[0].size() / 2);
@@ -493,8 +509,11 @@ Built build_graph(const GraphFile& f, const Resolved& r, int image_h, int image_
   std::vector<Shape> shapes;  // per layer, without N
   for (const GraphEntry& e : f.layers) {
     const ModuleKind* kind = find_module(e.module);
-    HT_CHECK(kind, e.where, ": unknown module '", e.module, "' (known: ", known_modules(), ")");
-    Ctx c{f, e, {}, {}, scaled_repeats(e.number, f.depth_multiple), r.nc, no, image_h, image_w, pb, ws};
+    HT_CHECK(kind, e.where, ": unknown module ", quoted(e.module), " (known: ", known_modules(), ")");
+    const int repeats = scaled_repeats(e.number, f.depth_multiple);
+    HT_CHECK(repeats <= kMaxRepeats, e.where, ": number ", e.number, " × depth_multiple ", f.depth_multiple, " = ",
+             repeats, " repeats, out of range (at most ", kMaxRepeats, ")");
+    Ctx c{f, e, {}, {}, repeats, r.nc, no, image_h, image_w, pb, ws};
     for (const int j : e.from) c.in.push_back(j < 0 ? Shape{r.ch, image_h, image_w} : shapes[size_t(j)]);
     for (const GraphArg& a : e.args) {  // 'nc' and 'anchors' name the top-level values
       if (a.kind == GraphArg::Kind::String && a.s == "nc") {
@@ -537,7 +556,7 @@ Built build_graph(const GraphFile& f, const Resolved& r, int image_h, int image_
     if (kind->multi) {
       HT_CHECK(c.n == 1, e.where, ": ", kind->name, " cannot repeat (number ", e.number, "): write it once");
       MultiBuilt b = kind->multi(c, prefix);
-      info.out_shape = b.out;
+      info.out_shape = bounded(e, b.out);
       info.args = b.args_text;
       out.nodes.push_back(std::move(b.layer));
       if (b.head) {
@@ -552,13 +571,13 @@ Built build_graph(const GraphFile& f, const Resolved& r, int image_h, int image_
       const int copies = kind->absorbs_n ? 1 : c.n;
       std::unique_ptr<Layer> layer;
       if (copies == 1) {
-        s = kind->single(c, prefix, s, &layer, &info.args);
+        s = bounded(e, kind->single(c, prefix, s, &layer, &info.args));
       } else {  // YOLOv5's nn.Sequential of n copies: names model.<i>.<j>.*; copy j > 0 takes copy j−1's output
         auto chain = std::make_unique<LayerChain>();
         for (int j = 0; j < copies; ++j) {
           std::unique_ptr<Layer> one;
           std::string text;
-          s = kind->single(c, prefix + "." + std::to_string(j), s, &one, &text);
+          s = bounded(e, kind->single(c, prefix + "." + std::to_string(j), s, &one, &text));
           if (j == 0) info.args = text;
           chain->add(std::move(one));
         }
@@ -599,6 +618,13 @@ void GraphModel::build(const GraphFile& file) {
   config_.num_classes = r.nc;
   config_.in_channels = r.ch;
   Built b = build_graph(file, r, config_.height, config_.width, params_, &ws_);
+  // Before anything is allocated: the parameters, their gradients and the optimizer's momentum (3 floats a
+  // parameter), the batch-norm statistics, and one sample's layer outputs (kept for backward) must fit.
+  double outputs = 0;
+  for (const GraphLayerInfo& l : b.info) outputs += double(shape_numel(l.out_shape)) * sizeof(float);
+  const double need = (3.0 * double(params_.count()) + double(params_.state_count())) * sizeof(float) + outputs;
+  check_memory_for(need, path_ + ": the model (" + std::to_string(params_.count()) + " parameters, " +
+                             bytes_text(outputs) + " of layer outputs per sample)");
   info_ = std::move(b.info);
   nodes_ = std::move(b.nodes);
   head_ = std::move(b.head);

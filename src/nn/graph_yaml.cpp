@@ -88,14 +88,14 @@ GraphArg arg_of(const YAML::Node& n) {
 int int_value(const YAML::Node& n, const std::string& what, const std::string& where) {
   int64_t v = 0;
   HT_CHECK(n.IsScalar() && n.Tag() != "!" && parse_int(n.Scalar(), &v) && v >= INT32_MIN && v <= INT32_MAX, where,
-           ": ", what, " must be an integer, got '", scalar_of(n), "'", line_of(n));
+           ": ", what, " must be an integer, got ", quoted(scalar_of(n)), line_of(n));
   return int(v);
 }
 
 double number_value(const YAML::Node& n, const std::string& what, const std::string& where) {
   double v = 0;
   HT_CHECK(n.IsScalar() && n.Tag() != "!" && parse_float(n.Scalar(), &v), where, ": ", what,
-           " must be a number, got '", scalar_of(n), "'", line_of(n));
+           " must be a number, got ", quoted(scalar_of(n)), line_of(n));
   return v;
 }
 
@@ -114,8 +114,10 @@ void read_anchors(const YAML::Node& n, const std::string& path, GraphFile* g) {
     const std::string lw = where + "[" + std::to_string(l) + "]";
     HT_CHECK(level.IsSequence() && level.size() >= 2 && level.size() % 2 == 0, lw,
              ": expected w,h pairs (an even number of values), got ",
-             level.IsSequence() ? std::to_string(level.size()) + " values" : "'" + scalar_of(level) + "'",
+             level.IsSequence() ? std::to_string(level.size()) + " values" : quoted(scalar_of(level)),
              line_of(level));
+    HT_CHECK(level.size() <= size_t(2 * kMaxAnchorsPerLevel), lw, ": ", level.size() / 2,
+             " anchors per level is out of range (at most ", kMaxAnchorsPerLevel, ")", line_of(level));
     std::vector<double> values;
     for (const auto& v : level) {
       const double x = number_value(v, "an anchor size", lw);
@@ -142,7 +144,7 @@ void read_section(const YAML::Node& n, const std::string& name, const std::strin
     entry.where = path + ": " + name + "[" + std::to_string(k) + "] (layer " + std::to_string(entry.index) + ")";
     const std::string& where = entry.where;
     HT_CHECK(e.IsSequence() && e.size() == 4, where, ": expected [from, number, module, args], got ",
-             e.IsSequence() ? std::to_string(e.size()) + " items" : "'" + scalar_of(e) + "'", line_of(e));
+             e.IsSequence() ? std::to_string(e.size()) + " items" : quoted(scalar_of(e)), line_of(e));
     // from
     const YAML::Node& f = e[0];
     if (f.IsSequence()) {
@@ -167,14 +169,16 @@ void read_section(const YAML::Node& n, const std::string& name, const std::strin
     // number
     entry.number = int_value(e[1], "number", where);
     HT_CHECK(entry.number >= 1, where, ": number must be >= 1, got ", entry.number);
+    HT_CHECK(entry.number <= kMaxRepeats, where, ": number ", entry.number, " is out of range (at most ", kMaxRepeats,
+             " repeats)", line_of(e[1]));
     // module
     HT_CHECK(e[2].IsScalar() && !e[2].Scalar().empty(), where, ": module must be a name such as Conv",
              line_of(e[2]));
     entry.module = e[2].Scalar();
     // args
     const YAML::Node& a = e[3];
-    HT_CHECK(a.IsSequence() || a.IsNull(), where, ": args must be a list, e.g. [64, 3, 2], got '", scalar_of(a),
-             "'", line_of(a));
+    HT_CHECK(a.IsSequence() || a.IsNull(), where, ": args must be a list, e.g. [64, 3, 2], got ",
+             quoted(scalar_of(a)), line_of(a));
     try {
       if (a.IsSequence())
         for (const auto& x : a) entry.args.push_back(arg_of(x));
@@ -191,7 +195,7 @@ GraphFile parse_node(const YAML::Node& root, const std::string& path) {
     const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
     bool known = false;
     for (const char* k : kTopKeys) known |= key == k;
-    HT_CHECK(known, path, ": unknown key '", key, "'", line_of(kv.first),
+    HT_CHECK(known, path, ": unknown key ", quoted(key), line_of(kv.first),
              " (known: nc, depth_multiple, width_multiple, anchors, ch, backbone, head)");
   }
   for (const char* k : {"nc", "backbone", "head"})
@@ -200,14 +204,23 @@ GraphFile parse_node(const YAML::Node& root, const std::string& path) {
   g.path = path;
   g.nc = int_value(root["nc"], "nc", path);
   HT_CHECK(g.nc >= 1, path, ": nc must be >= 1, got ", g.nc);
-  if (root["depth_multiple"]) g.depth_multiple = number_value(root["depth_multiple"], "depth_multiple", path);
-  if (root["width_multiple"]) g.width_multiple = number_value(root["width_multiple"], "width_multiple", path);
+  HT_CHECK(g.nc <= kMaxModelInt, path, ": nc ", g.nc, " is out of range (at most ", kMaxModelInt, ")",
+           line_of(root["nc"]));
+  for (const char* key : {"depth_multiple", "width_multiple"}) {
+    if (!root[key]) continue;
+    const double v = number_value(root[key], key, path);
+    HT_CHECK(v <= kMaxMultiple, path, ": ", key, " ", v, " is out of range (0, ", kMaxMultiple, "]",
+             line_of(root[key]));
+    (std::string(key) == "depth_multiple" ? g.depth_multiple : g.width_multiple) = v;
+  }
   HT_CHECK(g.depth_multiple > 0, path, ": depth_multiple must be positive, got ", g.depth_multiple);
   HT_CHECK(g.width_multiple > 0, path, ": width_multiple must be positive, got ", g.width_multiple);
   if (root["anchors"]) read_anchors(root["anchors"], path, &g);
   if (root["ch"]) {
     g.ch = int_value(root["ch"], "ch", path);
     HT_CHECK(g.ch >= 1, path, ": ch must be >= 1, got ", g.ch);
+    HT_CHECK(g.ch <= kMaxModelInt, path, ": ch ", g.ch, " is out of range (at most ", kMaxModelInt, ")",
+             line_of(root["ch"]));
   }
   read_section(root["backbone"], "backbone", path, &g);
   read_section(root["head"], "head", path, &g);
@@ -233,7 +246,7 @@ std::string GraphArg::text() const {
     case Kind::None:
       return "None";
     case Kind::String:
-      return "'" + s + "'";
+      return quoted(s);  // Python's repr for the usual names; a huge or odd string stays one short line
     case Kind::List: {
       std::string t = "[";
       for (size_t k = 0; k < list.size(); ++k) t += (k ? ", " : "") + list[k].text();
@@ -255,7 +268,7 @@ GraphFile parse_graph_text(const std::string& text, const std::string& path) {
 
 GraphFile read_graph_file(const std::string& path) {
   std::ifstream in(path);
-  HT_CHECK(in, path, ": cannot open the model file");
+  HT_CHECK(in, clipped(path), ": cannot open the model file");  // a name from a checkpoint may be huge
   std::stringstream ss;
   ss << in.rdbuf();
   HT_CHECK(!in.bad(), path, ": cannot read the model file");

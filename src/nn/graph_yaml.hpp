@@ -13,6 +13,15 @@
 
 namespace hetrain::nn {
 
+// What a model file may ask for (docs/models.md, "Limits"): far above any published network, low enough
+// that reading, building or describing a model stays quick and no size it implies can overflow.
+constexpr int kMaxRepeats = 1000;             // `number`, as written and after depth_multiple
+constexpr double kMaxMultiple = 100;          // depth_multiple, width_multiple
+constexpr int kMaxModelInt = 65536;           // nc, ch, and every integer argument (channels, widths, kernels...)
+constexpr int kMaxChannels = 65536;           // a module's channels after width_multiple
+constexpr int kMaxAnchorsPerLevel = 256;      // w,h pairs per level
+constexpr int64_t kMaxLayerValues = int64_t(1) << 31;  // values per sample of one layer's output
+
 // One argument of a module, as written in the file (YAML scalar types as YOLOv5 reads them).
 struct GraphArg {
   enum class Kind { Int, Float, Bool, None, String, List };

@@ -9,7 +9,7 @@ namespace hetrain::optim {
 LrSchedule::LrSchedule(const ScheduleConfig& config, int64_t global_batch, int64_t total_steps)
     : config_(config), total_steps_(total_steps) {
   HT_CHECK(config.decay == "cosine" || config.decay == "step" || config.decay == "constant",
-           "lr schedule: unknown decay '", config.decay, "' (known: cosine, step, constant)");
+           "lr schedule: unknown decay ", quoted(config.decay), " (known: cosine, step, constant)");
   HT_CHECK(std::isfinite(config.base_lr) && config.base_lr > 0.0f, "lr schedule: base lr must be a finite number > 0, got ",
            config.base_lr);
   HT_CHECK(global_batch >= 1, "lr schedule: global batch must be >= 1, got ", global_batch);

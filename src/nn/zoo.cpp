@@ -180,7 +180,7 @@ std::unique_ptr<Model> Model::create(const ModelConfig& config) {
   if (!entry) {
     std::ostringstream known;
     for (const auto& e : kZoo) known << (&e == kZoo ? "" : ", ") << e.name;
-    HT_THROW("unknown model '", config.name, "' (known: ", known.str(), ", or a model file ending in .yaml)");
+    HT_THROW("unknown model ", quoted(config.name), " (known: ", known.str(), ", or a model file ending in .yaml)");
   }
   HT_CHECK(config.in_channels >= 1, config.name, ": in_channels must be >= 1, got ", config.in_channels);
   HT_CHECK(config.num_classes >= 1, config.name, ": num_classes must be >= 1, got ", config.num_classes);

@@ -212,7 +212,7 @@ Id open_checkpoint(const std::string& path) {
   Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   HT_CHECK(file.valid(), path, ": cannot open as HDF5: ", h5::last_error(), " (truncated or damaged?)");
   const std::string format = h5::has_attr(file, "format") ? h5::read_string_attr(file, "format", path) : "";
-  HT_CHECK(format == kFormat, path, ": not a hetrain checkpoint (format '", format, "')");
+  HT_CHECK(format == kFormat, path, ": not a hetrain checkpoint (format ", quoted(format), ")");
   const int64_t version = h5::read_int_attr(file, "version", path);
   HT_CHECK(version == kVersion, path, ": checkpoint format version ", version, " is not supported (this hetrain reads ",
            kVersion, ")");

@@ -65,9 +65,9 @@ EvalResult run_evaluation(const EvalConfig& cfg) {
   std::optional<LoadedCheckpoint> loaded;
   dist::agree_on(world.comm(), [&] {
     HT_CHECK(!cfg.checkpoint.empty(), "give --checkpoint FILE (a checkpoint written by hetrain train)");
+    HT_CHECK(cfg.synthetic >= 0, "--synthetic must be a positive number of samples, got ", cfg.synthetic);
     HT_CHECK((cfg.synthetic > 0) != !cfg.data_path.empty(),
              cfg.synthetic > 0 ? "give either --data or --synthetic, not both" : "no data: give --data FILE or --synthetic N");
-    HT_CHECK(cfg.synthetic >= 0, "--synthetic must be a positive number of samples, got ", cfg.synthetic);
     HT_CHECK(cfg.batch >= 1, "--batch must be at least 1, got ", cfg.batch);
     HT_CHECK(cfg.threads >= 1, "--threads must be at least 1, got ", cfg.threads);
     if (world.rank() != 0) return;
@@ -86,7 +86,7 @@ EvalResult run_evaluation(const EvalConfig& cfg) {
   dist::agree_on(world.comm(), [&] {
     set_num_threads(cfg.threads);
     HT_CHECK(cfg.device == "auto" || cfg.device == "cpu" || cfg.device == "cuda",
-             "--device must be auto, cpu or cuda, got '", cfg.device, "'");
+             "--device must be auto, cpu or cuda, got ", quoted(cfg.device));
     resolve_device(cfg.device, cfg.threads, cfg.quiet, world, s);
     SourceOptions so;
     so.threads = cfg.threads;

@@ -6,9 +6,12 @@
 #include <cstdint>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
+
+#include "hetrain/error.hpp"
 
 namespace hetrain::train {
 
@@ -43,7 +46,11 @@ std::string candidates(const std::string& name, const po::options_description& o
     const std::string known = o->long_name();
     if (known.empty() || known == name) continue;
     const bool prefix = known.compare(0, name.size(), name) == 0 || name.compare(0, known.size(), known) == 0;
-    if (prefix || edit_distance(name, known) <= std::max<size_t>(1, name.size() / 4))
+    const size_t allowed = std::max<size_t>(1, name.size() / 4);
+    // Names whose lengths differ by more than `allowed` are further apart than that: no need to compute
+    // the distance (which costs length × length, minutes for a 10 MB key).
+    const size_t gap = name.size() > known.size() ? name.size() - known.size() : known.size() - name.size();
+    if (prefix || (gap <= allowed && edit_distance(name, known) <= allowed))
       out += (out.empty() ? "--" : ", --") + known;
   }
   return out;
@@ -54,7 +61,13 @@ std::string unknown_message(const std::string& written, const po::options_descri
   while (!name.empty() && name[0] == '-') name.erase(0, 1);
   name = name.substr(0, name.find('='));
   const std::string near = candidates(name, options);
-  return "unknown option '--" + name + "'" + (near.empty() ? "" : " (did you mean " + near + "?)");
+  return "unknown option " + quoted("--" + name) + (near.empty() ? "" : " (did you mean " + near + "?)");
+}
+
+// "epochs" of "--epochs" or "epochs" (Boost names an option by its style).
+std::string bare_name(std::string name) {
+  while (!name.empty() && name[0] == '-') name.erase(0, 1);
+  return name;
 }
 
 bool known_option(const std::string& key, const po::options_description& options) {
@@ -103,6 +116,18 @@ void parse_command_line(int argc, char** argv, const po::options_description& op
               vm);
   } catch (const po::unknown_option& e) {
     throw po::error(unknown_message(e.get_option_name(), options));
+  } catch (po::error_with_option_name& e) {
+    // Boost's message quotes the value whole: the last value given for the option is shown clipped.
+    const std::string name = bare_name(e.get_option_name());
+    const std::string long_form = "--" + name, with_value = long_form + "=";
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      if (arg.compare(0, with_value.size(), with_value) == 0)
+        e.set_substitute("value", clipped(arg.substr(with_value.size())));
+      else if (arg == long_form && i + 1 < argc)
+        e.set_substitute("value", clipped(argv[i + 1]));
+    }
+    throw;
   }
 }
 
@@ -128,7 +153,7 @@ std::string config_value(const std::string& text) {
     if (c == '"') {
       const std::string after = trim(rest.substr(i + 1));
       if (!after.empty() && after[0] != '#')
-        throw std::runtime_error("text after the closing quote: '" + after + "' (a comment starts with '#')");
+        throw std::runtime_error("text after the closing quote: " + quoted(after) + " (a comment starts with '#')");
       return out;
     }
     if (c != '\\') {
@@ -167,22 +192,23 @@ void parse_config_file(const std::string& path, const po::options_description& o
   if (!in) throw po::error("--config " + path + ": cannot read the file");
   po::parsed_options parsed(&options);
   std::string line;
+  std::map<std::string, std::pair<int, std::string>> given;  // key → (line, value) of its last line
   for (int number = 1; std::getline(in, line); ++number) {
     // A byte-order mark (editors on Windows write one) is not part of the first key.
     if (number == 1 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
     const std::string text = trim(line);
     if (text.empty() || text[0] == '#') continue;
     const std::string where = path + ":" + std::to_string(number) + ": ";
-    if (text[0] == '[') throw po::error(where + "sections are not used in hetrain config files: '" + text + "'");
+    if (text[0] == '[') throw po::error(where + "sections are not used in hetrain config files: " + quoted(text));
     const size_t eq = text.find('=');
-    if (eq == std::string::npos) throw po::error(where + "expected 'key = value', got '" + text + "'");
+    if (eq == std::string::npos) throw po::error(where + "expected 'key = value', got " + quoted(text));
     const std::string key = trim(text.substr(0, eq));
     if (key == "config") throw po::error(where + "a config file cannot name another config file");
     if (key == "help" || key == "print-config")
       throw po::error(where + "'" + key + "' is for the command line (--" + key + "), not for a config file");
     if (!known_option(key, options)) {
       const std::string near = candidates(key, options);
-      throw po::error(where + "unknown key '" + key + "'" + (near.empty() ? "" : " (did you mean " + near + "?)"));
+      throw po::error(where + "unknown key " + quoted(key) + (near.empty() ? "" : " (did you mean " + near + "?)"));
     }
     po::option option;
     option.string_key = key;
@@ -193,9 +219,16 @@ void parse_config_file(const std::string& path, const po::options_description& o
     }
     option.original_tokens = {key, option.value.back()};
     parsed.options.push_back(option);
+    given[key] = {number, option.value.back()};
   }
   try {
     po::store(parsed, vm);
+  } catch (po::error_with_option_name& e) {
+    // A bad value: name its line, and show the value clipped (Boost's message quotes it whole).
+    const auto at = given.find(bare_name(e.get_option_name()));
+    if (at == given.end()) throw po::error("--config " + path + ": " + e.what());
+    e.set_substitute("value", clipped(at->second.second));
+    throw po::error(path + ":" + std::to_string(at->second.first) + ": " + e.what());
   } catch (const po::error& e) {
     throw po::error("--config " + path + ": " + e.what());
   }

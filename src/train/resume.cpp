@@ -76,8 +76,8 @@ LoadedCheckpoint load_file(const std::string& path, const RunIdentity& run, cons
 }  // namespace
 
 void check_compatible(const std::string& path, const CheckpointInfo& info, const RunIdentity& run) {
-  HT_CHECK(info.model == run.model, path, ": checkpoint of model '", info.model, "', this run trains '", run.model,
-           "' (--model)");
+  HT_CHECK(info.model == run.model, path, ": checkpoint of model ", quoted(info.model), ", this run trains ",
+           quoted(run.model), " (--model)");
   HT_CHECK(info.input_shape == run.input_shape, path, ": checkpoint for ", shape_text(info.input_shape),
            " images, the training data has ", shape_text(run.input_shape));
   HT_CHECK(info.num_classes == run.num_classes, path, ": checkpoint for ", info.num_classes,

@@ -11,6 +11,7 @@
 #include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/ops.hpp"
+#include "hetrain/resources.hpp"
 #include "hetrain/threading.hpp"
 #include "data/pack.hpp"
 
@@ -28,7 +29,7 @@ std::vector<int64_t> parse_int_list(const std::string& text, const char* option)
     } catch (const std::exception&) {
       used = 0;
     }
-    HT_CHECK(used > 0 && used == item.size(), option, ": '", item, "' is not an integer (expected e.g. 5,0,17,10)");
+    HT_CHECK(used > 0 && used == item.size(), option, ": ", quoted(item), " is not an integer (expected e.g. 5,0,17,10)");
     out.push_back(v);
   }
   HT_CHECK(!out.empty(), option, ": empty list");
@@ -38,7 +39,7 @@ std::vector<int64_t> parse_int_list(const std::string& text, const char* option)
 std::vector<int> parse_groups(const std::string& text, int ranks) {
   if (text == "node" || text == "speed") return {};
   HT_CHECK(text.find_first_not_of("0123456789,") == std::string::npos,
-           "--groups must be node, speed or a group id per rank (e.g. 0,0,1,1), got '", text, "'");
+           "--groups must be node, speed or a group id per rank (e.g. 0,0,1,1), got ", quoted(text));
   const std::vector<int64_t> ids = parse_int_list(text, "--groups");
   HT_CHECK(int(ids.size()) == ranks, "--groups lists ", ids.size(), " group ids for ", ranks, " ranks");
   std::vector<int> out;
@@ -177,7 +178,7 @@ void parse_rank_step(const std::string& text, const char* option, int ranks, int
   long long step = -1;
   char end = 0;
   HT_CHECK(std::sscanf(text.c_str(), "%d:%lld%c", &rank, &step, &end) == 2 && rank >= 0 && rank < ranks && step >= 0,
-           option, " wants RANK:STEP with a rank below ", ranks, ", got '", text, "'");
+           option, " wants RANK:STEP with a rank below ", ranks, ", got ", quoted(text));
   *rank_out = rank;
   *step_out = step;
 }
@@ -190,7 +191,7 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   HT_CHECK(cfg.threads >= 1, "--threads must be at least 1, got ", cfg.threads);
   set_num_threads(cfg.threads);
   HT_CHECK(cfg.device == "auto" || cfg.device == "cpu" || cfg.device == "cuda",
-           "--device must be auto, cpu or cuda, got '", cfg.device, "'");
+           "--device must be auto, cpu or cuda, got ", quoted(cfg.device));
   resolve_device(cfg.device, cfg.threads, cfg.quiet, world, s);
   HT_CHECK(cfg.global_batch >= 1, "--global-batch must be at least 1, got ", cfg.global_batch);
   HT_CHECK(cfg.epochs >= 1, "--epochs must be at least 1, got ", cfg.epochs);
@@ -218,7 +219,7 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   HT_CHECK(std::isfinite(cfg.stall_timeout) && cfg.stall_timeout >= 0, "--stall-timeout must be >= 0 seconds, got ",
            cfg.stall_timeout);
   HT_CHECK(cfg.mode == "sync" || cfg.mode == "async" || cfg.mode == "hybrid",
-           "--mode must be sync, async or hybrid, got '", cfg.mode, "'");
+           "--mode must be sync, async or hybrid, got ", quoted(cfg.mode));
   if (cfg.mode != "sync") {
     HT_CHECK(cfg.fixed_split.empty(), "--split fixes the synchronous split; --mode ", cfg.mode,
              " has no global split (each rank takes --local-batch samples per step)");
@@ -282,6 +283,11 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   HT_CHECK(info.num_samples >= n, "the training data has ", info.num_samples, " samples, fewer than the ", n,
            " ranks: every rank needs samples");
 
+  // Every rank holds the order of a whole epoch (data::EpochPlan, 8 bytes a sample): a count that cannot fit
+  // is refused now, before the model is allocated, not with std::bad_alloc at the first step.
+  check_memory_for(double(info.num_samples) * sizeof(int64_t),
+                   (cfg.synthetic > 0 ? std::string("--synthetic ") : "--data " + cfg.data_path + ": ") +
+                       std::to_string(info.num_samples) + " samples (the epoch order of every sample)");
   nn::ModelConfig mc;
   mc.name = cfg.model;
   mc.in_channels = info.channels;

@@ -49,6 +49,16 @@ expect_refusal "another input shape" "checkpoint for 1x28x28 images, the trainin
   "${ARGS[@]/1,28,28/1,32,32}" --resume "$GOOD"
 expect_refusal "another class count" "checkpoint for 10 classes, the training data has 7" \
   "${ARGS[@]}" --synthetic-classes 7 --resume "$GOOD"
+# A 'model' attribute of 50 MiB is shown clipped, not whole, by train (--resume) and by eval.
+big=$((50 << 20))
+damaged bigmodel "f.attrs['model'] = 'x' * $big"
+expect_refusal "huge model name" "bigmodel.h5: checkpoint of model 'x*…' ($big bytes), this run trains 'lenet'" \
+  "${ARGS[@]}" --resume "$TMP/bigmodel.h5"
+[ "$(wc -c <"$TMP/err")" -lt $((big / 1000)) ] || fail "huge model name: train's stderr holds $(wc -c <"$TMP/err") bytes"
+timeout 120 "$HETRAIN" eval --checkpoint "$TMP/bigmodel.h5" --synthetic 8 --device cpu >"$TMP/out" 2>"$TMP/err" \
+  && fail "eval of a checkpoint with a 50 MiB model name: exit 0"
+grep -q "^hetrain: error: unknown model 'x*…' ($big bytes)" "$TMP/err" || { head -c 1000 "$TMP/err"; fail "eval: unclear error"; }
+[ "$(wc -c <"$TMP/err")" -lt $((big / 1000)) ] || fail "huge model name: eval's stderr holds $(wc -c <"$TMP/err") bytes"
 "$PACK" synthetic --count 8 --channels 1 --size 28 --classes 10 -o "$TMP/dataset.h5" >/dev/null || fail "pack failed"
 expect_refusal "another format" "dataset.h5: not a hetrain checkpoint (format 'hetrain-dataset')" \
   "${ARGS[@]}" --resume "$TMP/dataset.h5"

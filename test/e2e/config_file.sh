@@ -39,7 +39,7 @@ bad() {  # bad NAME PATTERN ARGS...: exit 2 with one error line containing PATTE
   [ $rc -eq 2 ] || fail "$name: exit $rc, expected 2"
   [ "$(grep -c 'hetrain: error' "$TMP/err")" -eq 1 ] || { cat "$TMP/err"; fail "$name: not one error line"; }
   grep -qF -- "$pattern" "$TMP/err" || { cat "$TMP/err"; fail "$name: no '$pattern' in the error"; }
-  echo "ok  $name: $(cat "$TMP/err")"
+  echo "ok  $name: $(head -c 1000 "$TMP/err")"
 }
 printf 'model = lenet\n# a comment\nglobal-bach = 32\n' >"$TMP/typo.ini"
 bad "unknown key" "typo.ini:3: unknown key 'global-bach' (did you mean --global-batch?)" --config "$TMP/typo.ini"
@@ -50,6 +50,16 @@ bad "no '='" "noeq.ini:1: expected 'key = value'" --config "$TMP/noeq.ini"
 bad "missing file" "--config $TMP/nothing.ini: cannot read the file" --config "$TMP/nothing.ini"
 printf 'lr = fast\n' >"$TMP/value.ini"
 bad "bad value" "value.ini" --config "$TMP/value.ini"
+# A 10 MB line is shown clipped, not whole: a bad value (named by its line), an unknown key.
+big=10000000
+/usr/bin/python3 -c "import sys; open(sys.argv[1], 'w').write('epochs = ' + 'z' * $big + '\n')" "$TMP/huge-value.ini"
+bad "huge value" "huge-value.ini:1: the argument ('zzzzzzzz" --config "$TMP/huge-value.ini"
+grep -q "z…') for option 'epochs' is invalid" "$TMP/err" || fail "huge value: not clipped"
+[ "$(wc -c <"$TMP/err")" -lt $((big / 1000)) ] || fail "huge value: the error holds $(wc -c <"$TMP/err") bytes"
+/usr/bin/python3 -c "import sys; open(sys.argv[1], 'w').write('z' * $big + ' = 1\n')" "$TMP/huge-key.ini"
+bad "huge key" "huge-key.ini:1: unknown key 'zzzzzzzz" --config "$TMP/huge-key.ini"
+grep -q "z…' ($big bytes)" "$TMP/err" || fail "huge key: not clipped"
+[ "$(wc -c <"$TMP/err")" -lt $((big / 1000)) ] || fail "huge key: the error holds $(wc -c <"$TMP/err") bytes"
 bad "prefix of an option" "unknown option '--mod' (did you mean --model, --mode?)" --mod async
 bad "abbreviation" "unknown option '--glob' (did you mean --global-batch?)" --glob 32
 bad "typo" "unknown option '--epoch' (did you mean --epochs?)" --epoch 3

@@ -42,6 +42,10 @@ with h5py.File(t + "/float.h5", "r+") as f:
 shutil.copy(t + "/set.h5", t + "/counts.h5")
 with h5py.File(t + "/counts.h5", "r+") as f:
     f["shards/counts"][:] = np.array([101, 99, 100, 100], dtype="i8")
+# A 'format' attribute of 50 MiB: the error shows it clipped, not whole.
+shutil.copy(t + "/one.h5", t + "/bigformat.h5")
+with h5py.File(t + "/bigformat.h5", "r+") as f:
+    f.attrs["format"] = "y" * (50 << 20)
 # A stored mean that the pixels do not have (only --verify reads every image).
 shutil.copy(t + "/one.h5", t + "/mean.h5")
 with h5py.File(t + "/mean.h5", "r+") as f:
@@ -84,6 +88,12 @@ expect_train_error "label/set-00002-of-00004.h5: label 9 of sample 7 is outside 
 expect_train_error "names.h5: 2 class names for 4 classes" "$TMP/names.h5"
 expect_train_error "float.h5: /images must be uint8" "$TMP/float.h5"
 expect_train_error "counts.h5: the index says shard 0 .* holds 101 samples, the shard says 100" "$TMP/counts.h5"
+
+big=$((50 << 20))
+expect_train_error "bigformat.h5: format is 'y*…' ($big bytes), expected 'hetrain-dataset'" "$TMP/bigformat.h5"
+[ "$(wc -c <"$TMP/err")" -lt $((big / 1000)) ] || fail "bigformat.h5: training's stderr holds $(wc -c <"$TMP/err") bytes"
+expect_inspect_error "bigformat.h5: format is 'y*…' ($big bytes)" "$TMP/bigformat.h5"
+[ "$(wc -c <"$TMP/err")" -lt $((big / 1000)) ] || fail "bigformat.h5: inspect's stderr holds $(wc -c <"$TMP/err") bytes"
 
 expect_inspect_error "huge-index.h5: the index says shard 0" "$TMP/huge-index.h5"
 expect_inspect_error "huge-sparse.h5: claims 68719476736 samples" "$TMP/huge-sparse.h5"

@@ -124,6 +124,25 @@ expect_error "--channels/--size 60000: a 3x60000x60000 sample is 1.08e+10 bytes,
   $PACK synthetic --count 2 --size 60000 -o "$W/out/huge.h5"
 expect_error "--size 60000: a 3x60000x60000 sample is 1.08e+10 bytes" $PACK folder "$W/img" --size 60000 -o "$W/out/huge.h5"
 
+# Counts whose bookkeeping cannot fit in memory, or whose files cannot fit on disk, are refused before any
+# work. ulimit -v makes "cannot fit" exact (the limit, not the machine's memory) and keeps a regression from
+# taking the machine's memory; ulimit -f stops one that writes at a megabyte instead of filling the disk.
+limit_kb=2000000
+huge=$((limit_kb * 1024))  # the 8-byte sample index alone is 8 times the limit
+(ulimit -v $limit_kb; expect_error "packing $huge samples needs about .* of memory, but only .* is available" \
+  $PACK synthetic --count $huge --size 4 -o "$W/out/m.h5") || exit 1
+if [ -f $F/train-images-idx3-ubyte.gz ]; then
+  (ulimit -v $limit_kb; expect_error "packing $((huge + 1)) samples needs about .* of memory" \
+    $PACK detect-synthetic --count $((huge + 1)) --size 32 -o "$W/out/m.h5") || exit 1
+fi
+free=$(df --output=avail -B1 "$W/out" | tail -1)
+sample=$((1024 * 1024))  # --channels 1 --size 1024
+(ulimit -v $limit_kb -f 1024; expect_error "-o $W/out/d.h5 (.* samples) needs about .* of disk space, but $W/out has only" \
+  $PACK synthetic --count $((2 * free / sample + 1)) --channels 1 --size 1024 -o "$W/out/d.h5") || exit 1
+# The class patterns of the generator are bounded: 100000 channels is refused at once, not computed for a minute.
+expect_error "synthetic: 10 class patterns of 100000x32x32 are .* more than the generator renders" \
+  $PACK synthetic --count 2 --channels 100000 --size 32 -o "$W/out/c.h5"
+
 # Signals: an interrupted pack removes its temporary file and ends by that signal (SIGTERM: 143, SIGINT: 130);
 # so does every rank of a pack under mpirun.
 mkdir -p "$W/sig"

@@ -119,6 +119,12 @@ coco = {"images": [{"id": 11, "file_name": "x.png", "width": 64, "height": 32},
 json.dump(coco, open(f"{d}/instances.json", "w"))
 bad = dict(coco, annotations=coco["annotations"] + [{"id": 77, "image_id": 4, "category_id": 9, "bbox": [1, 1, 2, 2]}])
 json.dump(bad, open(f"{d}/bad.json", "w"))
+# file_names that leave the images folder; a copy of y.png sits just above it, so a name that escapes
+# would pack without an error.
+open(f"{d}/outside.png", "wb").write(open(f"{d}/img/y.png", "rb").read())
+for tag, name in (("up", "../outside.png"), ("absolute", f"{d}/outside.png"), ("hidden", "sub/../../outside.png")):
+    json.dump(dict(coco, images=[coco["images"][0], dict(coco["images"][1], file_name=name)]),
+              open(f"{d}/{tag}.json", "w"))
 PY
 $PACK coco --images "$W/coco/img" --annotations "$W/coco/instances.json" --size 32 -o "$W/coco.h5" --no-progress \
   >"$W/coco.out" || fail "coco pack"
@@ -158,6 +164,10 @@ expect_error "a.h5: a detection dataset (with /boxes), but --task classification
   $PACK inspect "$W/a.h5" --task classification
 expect_error "bad.json: annotations\[3\] (id 77): category_id 9 is not among the categories" \
   $PACK coco --images "$W/coco/img" --annotations "$W/coco/bad.json" --size 32 -o "$W/bad.h5"
+for tag in up absolute hidden; do
+  expect_error "$tag.json: images\[1\] (id 4): file_name '.*outside.png' leaves the --images folder" \
+    $PACK coco --images "$W/coco/img" --annotations "$W/coco/$tag.json" --size 32 -o "$W/esc.h5"
+done
 expect_error "--split must be train or test" $PACK detect-synthetic --split val --count 2 -o "$W/x.h5"
 expect_error "nothere/train-images-idx3-ubyte.gz: cannot open" \
   $PACK detect-synthetic --fashion-mnist "$W/nothere" --count 2 -o "$W/x.h5"

@@ -24,6 +24,31 @@ check missing-data "nope.h5" --data "$TMP/nope.h5"
 check diverged "NaN/Inf" "${S[@]}" --global-batch 32 --lr 1e12 --momentum 0
 check bad-device "device must be" "${S[@]}" --global-batch 32 --device tpu
 check negative-synthetic "--synthetic must be a positive number of samples, got -5" --synthetic -5 --global-batch 32
+# A count whose epoch order cannot fit in memory (ulimit -v: "cannot fit" is the limit, and a regression
+# cannot take the machine's memory) is refused before any allocation.
+limit_kb=4000000
+huge=$((limit_kb * 1024))  # 8 bytes of epoch order each: 8 times the limit
+(ulimit -v $limit_kb; check huge-synthetic \
+  "--synthetic $huge samples (the epoch order of every sample) needs about .* of memory, but only" \
+  --synthetic $huge --global-batch 32) || exit 1
+# A model file whose parameters cannot fit in memory is refused before they are allocated (under the same
+# limit), naming the file; a huge repeat count is refused at once, not built for minutes.
+printf 'nc: 2\nbackbone:\n  - [-1, 1, Conv, [8, 3, 2]]\n  - [-1, 1, Conv, [65536, 3, 1]]\n  - [-1, 1, Conv, [65536, 3, 1]]\nhead:\n  - [-1, 1, GlobalAvgPool, []]\n' >"$TMP/wide.yaml"
+(ulimit -v $limit_kb; timeout 120 mpirun -n 4 "$HETRAIN" train --model "$TMP/wide.yaml" --synthetic 64 \
+  --synthetic-shape 3,8,8 --max-steps 1 --quiet >"$TMP/wide.out" 2>"$TMP/wide.err")
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "model-too-big: exit $rc"
+[ "$(grep -c "hetrain: error:" "$TMP/wide.err")" -eq 1 ] || { cat "$TMP/wide.err"; fail "model-too-big: not one error line"; }
+grep -q "hetrain: error: $TMP/wide.yaml: the model (.* parameters, .* of layer outputs per sample) needs about .* of memory, but only" \
+  "$TMP/wide.err" || { cat "$TMP/wide.err"; fail "model-too-big: unclear error"; }
+echo "ok  model-too-big: $(grep "hetrain: error:" "$TMP/wide.err")"
+sed 's/\[-1, 1, Conv, \[65536, 3, 1\]\]/[-1, 1000000000, C3, [128]]/' "$TMP/wide.yaml" >"$TMP/deep.yaml"
+timeout 60 "$HETRAIN" models --show "$TMP/deep.yaml" >/dev/null 2>"$TMP/deep.err"
+rc=$?
+[ $rc -eq 1 ] || fail "deep.yaml: models --show exit $rc, want 1 (124: still building)"
+grep -q "deep.yaml: backbone\[1\] (layer 1): number 1000000000 is out of range" "$TMP/deep.err" \
+  || { cat "$TMP/deep.err"; fail "deep.yaml: unclear error"; }
+echo "ok  huge-repeat: $(cat "$TMP/deep.err")"
 check infinite-lr "--lr must be a finite number > 0, got inf" "${S[@]}" --global-batch 32 --lr inf
 check nan-lr "--lr must be a finite number > 0, got nan" "${S[@]}" --global-batch 32 --lr nan
 # Output paths are checked at start-up, not after training (the errors are agreed by all ranks, which

@@ -34,4 +34,10 @@ grep -q "nothing.h5" "$TMP/err" || fail "the error does not name the missing fil
 "$HETRAIN" eval --checkpoint "$TMP/ck3/checkpoint-00000004.h5" --data "$TMP/val.h5" --device cpu >"$TMP/out" 2>"$TMP/err" \
   && fail "a dataset of another shape accepted"
 grep -q "but the checkpoint's mlp was trained on 1x8x8 with 3 classes" "$TMP/err" || fail "unclear mismatch: $(cat "$TMP/err")"
+# A negative count is an option error (exit 2), named as such, not "no data".
+"$HETRAIN" eval --checkpoint "$ck" --synthetic -100 --device cpu >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ $rc -eq 2 ] || { cat "$TMP/err"; fail "--synthetic -100: exit $rc, want 2 (a bad option)"; }
+[ "$(grep -c 'hetrain: error' "$TMP/err")" -eq 1 ] && grep -q "hetrain: error: --synthetic must be a positive number of samples, got -100" \
+  "$TMP/err" || { cat "$TMP/err"; fail "--synthetic -100: unclear error"; }
 pass "eval on 1 and 3 ranks agrees ($(cat "$TMP/one")), matches the trainer's validation, refuses bad input"

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -333,6 +334,13 @@ TEST(GraphModel, DescribeListsLayersAndTotals) {
   std::printf("%s", t.c_str());
 }
 
+// A count of values as an error message prints it (a double, 6 significant digits).
+std::string values_text(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
 // Every bad input gives one line naming the file and the entry.
 TEST(GraphModel, BadInputsGiveOneLineErrors) {
   struct Case {
@@ -419,6 +427,36 @@ TEST(GraphModel, BadInputsGiveOneLineErrors) {
        "models/x.yaml: not valid YAML: "},  // yaml-cpp's own text follows
       {"", "models/x.yaml: expected a mapping with nc, depth_multiple, width_multiple, anchors, backbone, head"},
   };
+  // Sizes out of range are refused while reading or before building, naming the entry: a huge count used to
+  // build for minutes (or hang), a huge width_multiple ended in "got nothing".
+  const std::string max_int = std::to_string(kMaxModelInt), max_rep = std::to_string(kMaxRepeats);
+  const std::vector<Case> limits = {
+      {with("[-1, 1, Conv, [16, 3, 2]]", "[-1, " + std::to_string(kMaxRepeats + 1) + ", Conv, [16, 3, 2]]"),
+       "models/x.yaml: backbone[1] (layer 1): number " + std::to_string(kMaxRepeats + 1) +
+           " is out of range (at most " + max_rep + " repeats) (line 6)"},
+      {with("nc: 2\n", "nc: 2\nwidth_multiple: 1e30\n"),
+       "models/x.yaml: width_multiple 1e+30 is out of range (0, " + std::to_string(int(kMaxMultiple)) + "] (line 3)"},
+      {with("[-1, 1, Conv, [16, 3, 2]]", "[-1, 1, Conv, [" + std::to_string(kMaxModelInt + 1) + ", 3, 2]]"),
+       "models/x.yaml: backbone[1] (layer 1): Conv arg 0 (c2) must be at most " + max_int +
+           " (out of range for a model file), got " + std::to_string(kMaxModelInt + 1)},
+      {with("nc: 2", "nc: " + std::to_string(kMaxModelInt + 1)),
+       "models/x.yaml: nc " + std::to_string(kMaxModelInt + 1) + " is out of range (at most " + max_int + ") (line 2)"},
+      {with("[[0, 1], 1, Detect, [nc, anchors]]", "[-1, 1, nn.Upsample, [None, " + max_int + ", 'nearest']]"),
+       "models/x.yaml: head[0] (layer 2): output [16, " + std::to_string(16 * kMaxModelInt) + ", " +
+           std::to_string(16 * kMaxModelInt) + "] holds " + values_text(16.0 * 16 * kMaxModelInt * 16 * kMaxModelInt) +
+           " values per sample, more than hetrain handles (" + std::to_string(kMaxLayerValues) + ")"},
+  };
+  for (const Case& c : limits) EXPECT_EQ(error_of(c.text, c.hw), c.expected);
+  // Repeats and channels after depth_multiple and width_multiple are bounded too.
+  std::string deep = with("[-1, 1, Conv, [16, 3, 2]]", "[-1, " + max_rep + ", Conv, [16, 3, 1]]");
+  deep.insert(deep.find("backbone:"), "depth_multiple: 2\n");
+  EXPECT_EQ(error_of(deep), "models/x.yaml: backbone[1] (layer 1): number " + max_rep + " × depth_multiple 2 = " +
+                                std::to_string(2 * kMaxRepeats) + " repeats, out of range (at most " + max_rep + ")");
+  std::string wide = with("[-1, 1, Conv, [16, 3, 2]]", "[-1, 1, Conv, [" + std::to_string(kMaxChannels) + ", 3, 2]]");
+  wide.insert(wide.find("backbone:"), "width_multiple: 2\n");
+  EXPECT_EQ(error_of(wide), "models/x.yaml: backbone[1] (layer 1): " + std::to_string(kMaxChannels) +
+                                " channels × width_multiple 2 = " + std::to_string(2 * kMaxChannels) +
+                                " channels, out of range (at most " + std::to_string(kMaxChannels) + ")");
   for (const Case& c : cases) {
     const std::string got = error_of(c.text, c.hw);
     EXPECT_EQ(got.find('\n'), std::string::npos) << got;
