@@ -22,6 +22,7 @@ namespace hetrain::dist {
 namespace {
 constexpr int kArrivalTag = 7301;
 constexpr int kAliveTag = 7302;
+constexpr int kDoneTag = 7303;  // "I finished this step's collectives": a rank gone on is no suspect
 constexpr int kStepMask = 0x3fffffff;
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -70,6 +71,12 @@ StepArrival::~StepArrival() {
 
 void StepArrival::step_done() {
   watched_step_.store(-1);
+  if (all_arrived_ && timeout_s_ > 0 && size_ > 1) {
+    // Past this step, this rank may wait where it sends no sign of life (a checkpoint's broadcast): the
+    // watcher, should it still be inside the step, then knows that this rank is not the one that stalled.
+    Beat& done = beats_.emplace_back(Beat{step_tag_, MPI_REQUEST_NULL});
+    HT_MPI_CHECK(MPI_Isend(&done.step_tag, 1, MPI_INT, rank_ == 0 ? 1 : 0, kDoneTag, comm_, &done.request));
+  }
   all_arrived_ = false;
 }
 
@@ -121,26 +128,34 @@ void StepArrival::listen(double now) {
     HT_MPI_CHECK(MPI_Test(&arrivals_[i], &arrived, MPI_STATUS_IGNORE));
     if (arrived) last_heard_[i] = now;
   }
-  for (;;) {
-    int flag = 0;
-    MPI_Status status;
-    HT_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, kAliveTag, comm_, &flag, &status));
-    if (!flag) break;
-    int seen = 0;
-    HT_MPI_CHECK(MPI_Recv(&seen, 1, MPI_INT, status.MPI_SOURCE, kAliveTag, comm_, MPI_STATUS_IGNORE));
-    const size_t i = rank_ == 0 ? size_t(status.MPI_SOURCE - 1) : 0;
-    if (i < last_heard_.size() && this_step_or_later(seen, step_tag_)) last_heard_[i] = now;
-  }
+  drain(now);
   if (!all_arrived_ && std::any_of(arrivals_.begin(), arrivals_.end(), [](MPI_Request r) { return r != MPI_REQUEST_NULL; }))
     return;  // someone has not arrived yet: arrive() names it at the deadline
   std::vector<int> silent;
   double longest = 0;
   for (size_t i = 0; i < watched_.size(); ++i)
-    if (now - last_heard_[i] > timeout_now()) {
+    if (!done_[i] && now - last_heard_[i] > timeout_now()) {
       silent.push_back(watched_[i]);
       longest = std::max(longest, now - last_heard_[i]);
     }
   if (!silent.empty()) report_silent(watched_step_.load(), silent, longest);
+}
+
+void StepArrival::drain(double now) {
+  for (const int tag : {kAliveTag, kDoneTag}) {
+    for (;;) {
+      int flag = 0;
+      MPI_Status status;
+      HT_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, tag, comm_, &flag, &status));
+      if (!flag) break;
+      int seen = 0;
+      HT_MPI_CHECK(MPI_Recv(&seen, 1, MPI_INT, status.MPI_SOURCE, tag, comm_, MPI_STATUS_IGNORE));
+      const size_t i = rank_ == 0 ? size_t(status.MPI_SOURCE - 1) : 0;
+      if (i >= last_heard_.size() || !this_step_or_later(seen, step_tag_)) continue;  // from a step that ended
+      last_heard_[i] = now;
+      if (tag == kDoneTag) done_[i] = 1;
+    }
+  }
 }
 
 double StepArrival::arrive(int64_t step, std::vector<double>& values) {
@@ -156,6 +171,8 @@ double StepArrival::arrive(int64_t step, std::vector<double>& values) {
     arrival_got_.assign(watched_.size(), 0);
     arrivals_.assign(watched_.size(), MPI_REQUEST_NULL);
     std::fill(last_heard_.begin(), last_heard_.end(), entered);
+    done_.assign(watched_.size(), 0);
+    if (timeout_s_ > 0) drain(entered);  // the last step's leftovers (every rank's "done" comes each step)
     for (size_t i = 0; i < watched_.size(); ++i)
       HT_MPI_CHECK(MPI_Irecv(&arrival_got_[i], 1, MPI_INT, watched_[i], kArrivalTag, comm_, &arrivals_[i]));
     HT_MPI_CHECK(MPI_Isend(&sent_step, 1, MPI_INT, rank_ == 0 ? 1 : 0, kArrivalTag, comm_, &sends[send_count++]));

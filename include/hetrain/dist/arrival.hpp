@@ -9,8 +9,9 @@
 // A rank can also stall after it arrived: inside the agreement's reduction, or in the step's later
 // collectives (the gradient reduction, the totals). A rank that arrived cannot be named by its absence,
 // so every rank waiting in a watched wait (arrive(), wait(), keep_alive()) sends a sign of life to the
-// watcher (rank 0; rank 0 sends to rank 1) every quarter of the timeout; the watcher names an arrived
-// rank it has not heard from for a whole timeout. Waits that are not watched (a checkpoint) are bounded
+// watcher (rank 0; rank 0 sends to rank 1) every quarter of the timeout, and a "done" message when it
+// leaves the step (step_done()); the watcher names an arrived rank that is not done and that it has not
+// heard from for a whole timeout. Waits that are not watched (a checkpoint) are bounded
 // too: from arrive() (or watch()) until step_done() a watchdog thread (which makes no MPI calls) ends this
 // process with one line once twice the timeout and a grace period have passed; the launcher then ends
 // the job.
@@ -72,6 +73,7 @@ class StepArrival {
   // for longer than the timeout (once every rank of the step has arrived).
   void heartbeat(double now);
   void listen(double now);
+  void drain(double now);  // the watcher: reads the signs of life and "done" messages that came
   double timeout_now() const { return first_step_ ? kFirstStepFactor * timeout_s_ : timeout_s_; }
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
@@ -93,6 +95,7 @@ class StepArrival {
   std::vector<MPI_Request> arrivals_;  // the watcher's receives of this step's arrival messages
   std::vector<int> arrival_got_;
   std::vector<double> last_heard_;
+  std::vector<char> done_;  // the watcher: ranks that finished this step's collectives
   std::vector<char> arrived_;
   bool all_arrived_ = false;
   // watchdog: the step being watched (-1: none) and since when (steady clock, seconds)
