@@ -57,35 +57,43 @@ grep -q "failure injected by --debug-fail-at" "$TMP/fail.out" || { cat "$TMP/fai
 # the synchronous mode: each sample is trained once per epoch across the stop, also when the async run
 # stopped inside a step of the global batch (claims of 20 samples, a global batch of 128).
 A=(--model lenet --synthetic 4096 --synthetic-shape 1,28,28 --global-batch 128 --epochs 3 --lr 0.05 --mode async
-   --checkpoint-dir "$TMP/ck" --log-every 1000)
-stop_async() {  # stop_async OUT ARGS...: a 4-rank async run stopped by SIGUSR1 a second after it started
-  local out=$1; shift
-  timeout 120 mpirun -n 4 "$HETRAIN" train "$@" --emulate-speed 0.2,0.2,0.2,0.2 >"$out" 2>&1 &
-  local launcher=$!
-  for _ in $(seq 100); do grep -q "^elastic averaging" "$out" 2>/dev/null && break; sleep 0.1; done
-  sleep 1
-  pkill -USR1 -x mpirun
-  wait $launcher
+   --log-every 1000)
+# stop_async OUT CKDIR ARGS...: a 4-rank async run stopped by SIGUSR1 half a second after it started training.
+# The emulated speeds (each rank sleeps 19x its compute) keep even a fast machine inside the run when the
+# signal comes; a run that still ends first (exit 0) did not test the stop and is tried again.
+stop_async() {
+  local out=$1 ckdir=$2; shift 2
+  local try rc
+  for try in 1 2 3; do
+    rm -rf "$ckdir" "$TMP"/cov-*
+    timeout 180 mpirun -n 4 "$HETRAIN" train "$@" --checkpoint-dir "$ckdir" --emulate-speed 0.05,0.05,0.05,0.05 >"$out" 2>&1 &
+    local launcher=$!
+    for _ in $(seq 300); do grep -q "^elastic averaging" "$out" 2>/dev/null && break; sleep 0.1; done
+    sleep 0.5
+    pkill -USR1 -x mpirun
+    wait $launcher; rc=$?
+    [ $rc -eq 0 ] && grep -q '^done:' "$out" || return $rc
+    echo "note: the run ended before the stop signal came (try $try); trying again"
+  done
+  return $rc
 }
-stop_async "$TMP/stop.out" "${A[@]}"; rc=$?
+stop_async "$TMP/stop.out" "$TMP/ck" "${A[@]}"; rc=$?
 [ $rc -eq 75 ] || { cat "$TMP/stop.out"; fail "async run stopped by SIGUSR1: exit $rc, expected 75"; }
 grep -q "^stopped after [0-9]* of 12288 samples (stop signal)" "$TMP/stop.out" || { cat "$TMP/stop.out"; fail "no 'stopped after' line"; }
 ls "$TMP"/ck/checkpoint-*.h5 >/dev/null 2>&1 || fail "no checkpoint after the stop"
-run_mpi 2 "${A[@]}" --resume auto >"$TMP/resume.out" 2>&1 || { cat "$TMP/resume.out"; fail "async resume failed"; }
+run_mpi 2 "${A[@]}" --checkpoint-dir "$TMP/ck" --resume auto >"$TMP/resume.out" 2>&1 || { cat "$TMP/resume.out"; fail "async resume failed"; }
 grep -q "^resuming at sample [0-9]* of 12288" "$TMP/resume.out" || { cat "$TMP/resume.out"; fail "the resumed run did not continue"; }
 grep -q "^done: 96 step(s) of 128 samples" "$TMP/resume.out" || { cat "$TMP/resume.out"; fail "the resumed run did not finish all 12288 samples"; }
 
-S=(--model lenet --synthetic 4096 --synthetic-shape 1,28,28 --global-batch 128 --epochs 2 --lr 0.05 --log-every 1000
-   --checkpoint-dir "$TMP/ck2")
+S=(--model lenet --synthetic 4096 --synthetic-shape 1,28,28 --global-batch 128 --epochs 2 --lr 0.05 --log-every 1000)
 for try in 1 2 3; do  # until the stop falls inside a step (a stop at a multiple of 128 would test less)
-  rm -rf "$TMP/ck2" "$TMP"/cov-*
-  stop_async "$TMP/stop2.out" "${S[@]}" --mode async --local-batch 20 --dump-samples "$TMP/cov-async-%r"; rc=$?
+  stop_async "$TMP/stop2.out" "$TMP/ck2" "${S[@]}" --mode async --local-batch 20 --dump-samples "$TMP/cov-async-%r"; rc=$?
   [ $rc -eq 75 ] || { cat "$TMP/stop2.out"; fail "async run (claims of 20) stopped by SIGUSR1: exit $rc, expected 75"; }
   at=$(sed -n 's/^stopped after \([0-9]*\) of .*/\1/p' "$TMP/stop2.out")
   [ -n "$at" ] || { cat "$TMP/stop2.out"; fail "no 'stopped after' line"; }
   [ $((at % 128)) -ne 0 ] && break
 done
-run_mpi 2 "${S[@]}" --resume auto --dump-samples "$TMP/cov-sync-%r" >"$TMP/resume2.out" 2>&1 \
+run_mpi 2 "${S[@]}" --checkpoint-dir "$TMP/ck2" --resume auto --dump-samples "$TMP/cov-sync-%r" >"$TMP/resume2.out" 2>&1 \
   || { cat "$TMP/resume2.out"; fail "sync resume of an async checkpoint failed"; }
 /usr/bin/python3 - "$TMP" "$at" <<'PY' || fail "samples trained twice or never across an async stop and a sync resume"
 import collections, glob, sys
