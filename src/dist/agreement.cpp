@@ -6,8 +6,7 @@
 
 namespace hetrain::dist {
 
-namespace {
-std::string run_capturing(const std::function<void()>& work) {
+std::string capture_problem(const std::function<void()>& work) {
   try {
     work();
   } catch (const Error& e) {
@@ -18,7 +17,6 @@ std::string run_capturing(const std::function<void()>& work) {
   return "";
 }
 
-// Every rank passes its problem ("" = fine); throws AgreedError on every rank when any has one.
 void agree_problem(MPI_Comm comm, const std::string& problem) {
   int rank = 0, size = 1;
   HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
@@ -34,14 +32,13 @@ void agree_problem(MPI_Comm comm, const std::string& problem) {
   // Name the rank only when rank 0 itself was fine (a rank-local problem, e.g. a file one node lacks).
   throw AgreedError((first > 0 ? "rank " + std::to_string(first) + ": " : std::string()) + text, __FILE__, __LINE__);
 }
-}  // namespace
 
-void agree_on(MPI_Comm comm, const std::function<void()>& work) { agree_problem(comm, run_capturing(work)); }
+void agree_on(MPI_Comm comm, const std::function<void()>& work) { agree_problem(comm, capture_problem(work)); }
 
 void agree_on_root(MPI_Comm comm, const std::function<void()>& work) {
   int rank = 0;
   HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  agree_problem(comm, rank == 0 ? run_capturing(work) : std::string());
+  agree_problem(comm, rank == 0 ? capture_problem(work) : std::string());
 }
 
 }  // namespace hetrain::dist

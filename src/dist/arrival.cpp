@@ -23,6 +23,7 @@ namespace {
 constexpr int kArrivalTag = 7301;
 constexpr int kAliveTag = 7302;
 constexpr int kDoneTag = 7303;  // "I finished this step's collectives": a rank gone on is no suspect
+constexpr int kCloseTag = 7304;  // "I send nothing more" (close())
 constexpr int kStepMask = 0x3fffffff;
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -87,6 +88,7 @@ void StepArrival::watch(int64_t step) {
   else if (step != first_step_number_)
     first_step_ = false;
   watched_since_.store(now_seconds());
+  watched_blocked_.store(2 * timeout_now());
   watched_limit_.store(2 * timeout_now() + grace(timeout_now()));
   watched_step_.store(step);
 }
@@ -100,7 +102,7 @@ void StepArrival::watch() {
     std::snprintf(line, sizeof line,
                   "hetrain: error: %sstep %lld: blocked in the step's collectives for more than %g s "
                   "(--stall-timeout): another rank stalled inside them; ending the job\n",
-                  error_context_prefix().c_str(), (long long)step, 2 * timeout_now());
+                  error_context_prefix().c_str(), (long long)step, watched_blocked_.load());
     std::fputs(line, stderr);
     std::fflush(stderr);
     std::_Exit(1);  // MPI belongs to the main thread (MPI_THREAD_FUNNELED); the launcher ends the others
@@ -142,7 +144,7 @@ void StepArrival::listen(double now) {
 }
 
 void StepArrival::drain(double now) {
-  for (const int tag : {kAliveTag, kDoneTag}) {
+  for (const int tag : {kAliveTag, kDoneTag, kCloseTag}) {
     for (;;) {
       int flag = 0;
       MPI_Status status;
@@ -151,19 +153,28 @@ void StepArrival::drain(double now) {
       int seen = 0;
       HT_MPI_CHECK(MPI_Recv(&seen, 1, MPI_INT, status.MPI_SOURCE, tag, comm_, MPI_STATUS_IGNORE));
       const size_t i = rank_ == 0 ? size_t(status.MPI_SOURCE - 1) : 0;
-      if (i >= last_heard_.size() || !this_step_or_later(seen, step_tag_)) continue;  // from a step that ended
+      if (i >= last_heard_.size()) continue;
+      if (tag == kCloseTag) {
+        if (i < closed_.size()) closed_[i] = 1;
+        continue;
+      }
+      if (!this_step_or_later(seen, step_tag_)) continue;  // from a step that ended
       last_heard_[i] = now;
-      if (tag == kDoneTag) done_[i] = 1;
+      if (tag == kDoneTag && i < done_.size()) done_[i] = 1;
     }
   }
 }
 
-double StepArrival::arrive(int64_t step, std::vector<double>& values) {
+double StepArrival::arrive(int64_t step, std::vector<double>& values, const char* at, double patience) {
   const auto start = Clock::now();
   const double entered = now_seconds();
   watch(step);
-  const double limit = timeout_now();
-  step_tag_ = int(step & kStepMask);
+  const double limit = patience * timeout_now();
+  watched_blocked_.store(2 * limit);
+  watched_limit_.store(2 * limit + grace(limit));
+  // A meeting inside a step's end (the checkpoint) has a tag of its own between that step's and the next
+  // one's, so neither takes the other's leftover messages for its own.
+  step_tag_ = int((2 * step + (at ? 1 : 0)) & kStepMask);
   last_sent_ = entered;  // the arrival message is this step's first sign of life
   int sent_step = step_tag_, send_count = 0;
   MPI_Request sends[2];
@@ -199,7 +210,7 @@ double StepArrival::arrive(int64_t step, std::vector<double>& values) {
         if (arrivals_[i] != MPI_REQUEST_NULL) missing.push_back(watched_[i]);
       // Only a speaker can name the missing rank; when everyone it watches is here, someone else is
       // missing (or a rank stalled inside the reduction): after the grace period any rank ends the job.
-      if ((speaker && !missing.empty()) || waited > limit + grace(limit)) report_stall(step, missing);
+      if ((speaker && !missing.empty()) || waited > limit + grace(limit)) report_stall(step, missing, at, limit);
     }
   }
   // Everyone entered the reduction, so every arrival message was sent: these complete at once.
@@ -207,6 +218,39 @@ double StepArrival::arrive(int64_t step, std::vector<double>& values) {
   if (send_count) HT_MPI_CHECK(MPI_Waitall(send_count, sends, MPI_STATUSES_IGNORE));
   all_arrived_ = true;
   return seconds_since(start);
+}
+
+void StepArrival::close() {
+  watched_step_.store(-1);
+  all_arrived_ = false;
+  if (timeout_s_ <= 0 || size_ < 2) return;  // no sign of life was ever sent
+  Beat& bye = beats_.emplace_back(Beat{0, MPI_REQUEST_NULL});
+  HT_MPI_CHECK(MPI_Isend(&bye.step_tag, 1, MPI_INT, rank_ == 0 ? 1 : 0, kCloseTag, comm_, &bye.request));
+  // Each rank's messages to its watcher are received in the order they were sent: once the watcher has
+  // the last one, it has read every earlier one. Bounded: a rank that never comes here has already failed
+  // some collective of the run, which ends the job anyway.
+  const double deadline = now_seconds() + timeout_s_;
+  closed_.assign(watched_.size(), 0);
+  while (std::find(closed_.begin(), closed_.end(), 0) != closed_.end() && now_seconds() < deadline) {
+    drain(now_seconds());
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  for (;;) {
+    int sent = 0;
+    for (Beat& beat : beats_) {
+      int done = 0;
+      HT_MPI_CHECK(MPI_Test(&beat.request, &done, MPI_STATUS_IGNORE));
+      sent += done;
+    }
+    if (sent == int(beats_.size())) break;
+    if (now_seconds() > deadline) {  // kept for good, so MPI may still read them at MPI_Finalize
+      static auto* in_flight = new std::list<Beat>;
+      in_flight->splice(in_flight->end(), beats_);
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  beats_.clear();
 }
 
 void StepArrival::keep_alive() {
@@ -238,12 +282,13 @@ std::string StepArrival::who(const std::vector<int>& ranks) const {
   return out;
 }
 
-void StepArrival::report_stall(int64_t step, const std::vector<int>& missing) const {
+void StepArrival::report_stall(int64_t step, const std::vector<int>& missing, const char* at, double limit) const {
   std::string line = "hetrain: error: " + error_context_prefix() + "step " + std::to_string(step) + ": ";
+  const std::string where = at ? std::string(" at ") + at : std::string();
   if (missing.empty())
-    line += "not every rank arrived within " + seconds_text(timeout_now()) + " s (--stall-timeout); ending the job";
+    line += "not every rank arrived" + where + " within " + seconds_text(limit) + " s (--stall-timeout); ending the job";
   else
-    line += who(missing) + " did not arrive within " + seconds_text(timeout_now()) +
+    line += who(missing) + " did not arrive" + where + " within " + seconds_text(limit) +
             " s (--stall-timeout): stopped, hung or far slower than the others; ending the job";
   end_job(line);
 }

@@ -76,17 +76,26 @@ void Checkpointer::written(const std::string& path, int64_t step, Clock::time_po
   }
 }
 
-std::string Checkpointer::write(const CheckpointInfo& info, const nn::ParamBuffer& params, optim::Sgd& sgd) {
+std::string Checkpointer::write(const CheckpointInfo& info, const nn::ParamBuffer& params, optim::Sgd& sgd,
+                                dist::StepArrival& meet, int64_t step) {
   const auto start = Clock::now();
   const std::string path = checkpoint_path(dir_, info.global_step);
-  dist::agree_on_root(world_.comm(), [&] {
-    CheckpointTensors t;
-    t.values = host_copy(params.values());
-    t.states = host_copy(params.states());
-    t.momentum = host_copy(sgd.momentum_buffer());
-    t.num_batches_tracked = info.global_step;
-    write_file(path, info, params, t);
-  });
+  std::string problem;
+  if (world_.rank() == 0)
+    problem = dist::capture_problem([&] {
+      CheckpointTensors t;
+      t.values = host_copy(params.values());
+      t.states = host_copy(params.states());
+      t.momentum = host_copy(sgd.momentum_buffer());
+      t.num_batches_tracked = info.global_step;
+      write_file(path, info, params, t);
+    });
+  // A write takes as long as it takes within twice the stall timeout: the others' wait is watched, so a
+  // rank 0 stopped inside it is named, and so is another rank that stopped meanwhile.
+  std::vector<double> none = {0.0};
+  meet.arrive(step, none, "the checkpoint", 2);
+  dist::agree_problem(world_.comm(), problem);
+  meet.step_done();
   written(path, info.global_step, start);
   return path;
 }

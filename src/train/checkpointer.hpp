@@ -26,9 +26,11 @@ class Checkpointer {
   bool due_by_steps(int64_t steps_done) const;
   // Rank 0's clock only: the trainer agrees on it in the step's agreement.
   bool due_by_time() const;
-  // Collective. Rank 0 writes checkpoint `info.global_step` and prunes old ones; every rank throws
-  // AgreedError when that failed. Returns the path written.
-  std::string write(const CheckpointInfo& info, const nn::ParamBuffer& params, optim::Sgd& sgd);
+  // Collective. Rank 0 writes checkpoint `info.global_step` and prunes old ones while the others wait in
+  // `meet` (at `step`), which names a rank that does not come (rank 0 stalled in the write, or another one
+  // stopped); every rank throws AgreedError when the write failed. Returns the path written.
+  std::string write(const CheckpointInfo& info, const nn::ParamBuffer& params, optim::Sgd& sgd,
+                    dist::StepArrival& meet, int64_t step);
   // Rank 0 alone, while the other ranks train on (the asynchronous modes' mid-run checkpoints of the
   // center): writes `tensors` as checkpoint `info.global_step` and prunes old ones. A failure throws on
   // rank 0 only, which ends the job (earlier checkpoints stay intact).

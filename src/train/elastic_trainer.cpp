@@ -216,6 +216,8 @@ class ElasticTrainer {
     if (checkpointer_.enabled() && !nothing_left_) save_checkpoint(samples_done);
     report_end(result, stopped);
     outputs_.finish(params);
+    if (group_arrival_) group_arrival_->close();
+    s_.arrival->close();
     return result;
   }
 
@@ -708,7 +710,7 @@ class ElasticTrainer {
     CheckpointInfo info = checkpoint_info(cfg_, s_, samples_done / cfg_.global_batch, world_.size());
     info.sample_position = samples_done;
     info.split = all_batches_;
-    checkpointer_.write(info, s_.model->params(), *s_.sgd);
+    checkpointer_.write(info, s_.model->params(), *s_.sgd, *s_.arrival, total_samples_ / cfg_.global_batch);
   }
 
   void report_end(const TrainResult& result, bool stopped) {

@@ -160,6 +160,7 @@ class Trainer {
                   val_text(result.val_accuracy).c_str());
     // Every rank learns whether the outputs were written before anyone finalizes.
     outputs_.finish(s_.model->params());
+    s_.arrival->close();
     return result;
   }
 
@@ -568,7 +569,7 @@ class Trainer {
 
   // Batch-norm statistics are synced first, so the file holds the one set every rank would evaluate with.
   void save_checkpoint(int64_t steps_done) {
-    s_.arrival->watch(steps_done - 1);  // every rank waits for rank 0's write: bounded like the step
+    s_.arrival->watch(steps_done - 1);  // the statistics' reduction is bounded like the step
     sync_running_stats();
     CheckpointInfo info = checkpoint_info(cfg_, s_, steps_done, world_.size());
     info.split = last_split_;
@@ -577,8 +578,7 @@ class Trainer {
       for (size_t r = 0; r < models.size() && r < info.alpha.size(); ++r)
         info.alpha[r] = models[r].alpha, info.beta[r] = models[r].beta;
     }
-    checkpointer_.write(info, s_.model->params(), *s_.sgd);
-    s_.arrival->step_done();
+    checkpointer_.write(info, s_.model->params(), *s_.sgd, *s_.arrival, steps_done - 1);
   }
 
  private:

@@ -44,8 +44,9 @@ stop_rank() {
   [ $rc -ne 124 ] || fail "the job hung with rank $r stopped"
   [ $rc -ne 0 ] || fail "exit 0 with rank $r stopped"
   # Stopped before it arrived, it "did not arrive"; stopped while it waited for the others or inside the
-  # step's reductions, it "arrived, then fell silent". Either way the line names it, and comes first.
-  grep -m1 '^hetrain: error' "$TMP/err" | grep -Eq "step [0-9]+: rank $r on $(hostname) (did not arrive within 4 s|arrived, then fell silent)" \
+  # step's reductions, it "arrived, then fell silent"; rank 0 stopped while it wrote a checkpoint "did not
+  # arrive at the checkpoint" (twice the timeout). Either way the line names it, and comes first.
+  grep -m1 '^hetrain: error' "$TMP/err" | grep -Eq "step [0-9]+: rank $r on $(hostname) (did not arrive within 4 s|did not arrive at the checkpoint within 8 s|arrived, then fell silent)" \
     || { cat "$TMP/err"; fail "the first error line does not name the stopped rank $r"; }
   [ $stall_took -le 60 ] || fail "the job took $stall_took s to end after rank $r stopped (timeout 4 s)"
 }
@@ -56,6 +57,27 @@ stop_rank 0 "$TMP/stall0"
 took0=$stall_took
 stop_rank 2 "$TMP/stall2"
 echo "1. rank 0 stopped: named, the job ended after $took0 s; rank 2 stopped: named, ended after $stall_took s"
+
+# 1b. Rank 0 hangs while it writes a checkpoint (a FIFO where its temporary file goes blocks the open, as a
+#     hung file system would): the others, waiting for it, name it.
+dir="$TMP/hung"
+timeout 120 mpirun -n 4 "$HETRAIN" train "${ARGS[@]}" "${SLOW[@]}" --checkpoint-dir "$dir" --checkpoint-every 2 \
+  --stall-timeout 4 >"$TMP/out" 2>"$TMP/err" &
+launcher=$!
+wait_for "$dir/checkpoint-00000002.h5" || { kill $launcher; fail "no checkpoint at step 2 within 30 s"; }
+for p in $(rank_pids "$dir"); do
+  tr '\0' '\n' <"/proc/$p/environ" | grep -qx "OMPI_COMM_WORLD_RANK=0" && mkfifo "$dir/checkpoint-00000040.h5.tmp-$p"
+done
+start=$(date +%s)
+wait $launcher
+rc=$?
+took=$(( $(date +%s) - start ))
+grep '^hetrain: error' "$TMP/err" | head -3
+[ $rc -ne 124 ] || fail "the job hung with rank 0 hung in a checkpoint write"
+[ $rc -ne 0 ] || { cat "$TMP/out"; fail "exit 0: rank 0's checkpoint write did not hang (no FIFO in its way?)"; }
+grep -m1 '^hetrain: error' "$TMP/err" | grep -Eq "step 39: rank 0 on $(hostname) did not arrive at the checkpoint within 8 s" \
+  || { cat "$TMP/err"; fail "the first error line does not name rank 0, hung in its checkpoint write"; }
+echo "1b. rank 0 hung in a checkpoint write: named, the job ended $took s after the checkpoint at step 2"
 
 # 2. SIGKILL rank 1, then resume
 run_mpi 4 "${ARGS[@]}" --dump-params "$TMP/full.bin" || fail "uninterrupted run failed"

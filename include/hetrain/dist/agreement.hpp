@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <functional>
+#include <string>
 
 namespace hetrain::dist {
 
@@ -18,5 +19,11 @@ void agree_on(MPI_Comm comm, const std::function<void()>& work);
 
 // Collective: only rank 0 runs `work` (e.g. writing a file); the others learn whether it failed.
 void agree_on_root(MPI_Comm comm, const std::function<void()>& work);
+
+// The two halves, for callers that meet in between (a checkpoint's watched wait): runs `work` and returns
+// its hetrain::Error's message ("" when it succeeded)...
+std::string capture_problem(const std::function<void()>& work);
+// ...and, collective, every rank passes its problem ("" = fine): all throw AgreedError when any has one.
+void agree_problem(MPI_Comm comm, const std::string& problem);
 
 }  // namespace hetrain::dist

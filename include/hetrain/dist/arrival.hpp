@@ -49,7 +49,9 @@ class StepArrival {
   // names it (rank 1 names rank 0 when rank 0 is the missing one) and the job ends with MPI_Abort; the
   // other ranks end it a little later, should those two be gone too. A rank that arrived and then fell
   // silent is named the same way.
-  double arrive(int64_t step, std::vector<double>& values);
+  // `at` names the meeting in that line when it is not the step's own (e.g. "the checkpoint");
+  // `patience` multiplies the timeout for a meeting that includes slow work on some rank (a file write).
+  double arrive(int64_t step, std::vector<double>& values, const char* at = nullptr, double patience = 1);
   // Waits for `n` requests of the step's later collectives (after arrive(), before step_done()) by
   // testing them, sending signs of life and naming a rank that fell silent.
   void wait(MPI_Request* requests, int n);
@@ -61,10 +63,14 @@ class StepArrival {
   // Bounds other collective work of a step the same way until step_done() (a checkpoint: every rank
   // waits while rank 0 writes).
   void watch(int64_t step);
+  // Collective, once at the end of a run, before MPI ends: every rank tells its watcher it sends nothing
+  // more and waits until the signs of life it sent were received, so none is still in flight (its buffer
+  // freed with this object) when MPI_Finalize runs.
+  void close();
   double timeout() const { return timeout_s_; }
 
  private:
-  [[noreturn]] void report_stall(int64_t step, const std::vector<int>& missing) const;
+  [[noreturn]] void report_stall(int64_t step, const std::vector<int>& missing, const char* at, double limit) const;
   [[noreturn]] void report_silent(int64_t step, const std::vector<int>& silent, double silent_for) const;
   [[noreturn]] void end_job(const std::string& line) const;
   std::string who(const std::vector<int>& ranks) const;  // e.g. rank 2 on node7, rank 5 on node9
@@ -96,12 +102,14 @@ class StepArrival {
   std::vector<int> arrival_got_;
   std::vector<double> last_heard_;
   std::vector<char> done_;  // the watcher: ranks that finished this step's collectives
+  std::vector<char> closed_;  // the watcher, in close(): ranks that said they send nothing more
   std::vector<char> arrived_;
   bool all_arrived_ = false;
   // watchdog: the step being watched (-1: none) and since when (steady clock, seconds)
   std::atomic<int64_t> watched_step_{-1};
   std::atomic<double> watched_since_{0};
-  std::atomic<double> watched_limit_{0};
+  std::atomic<double> watched_limit_{0};    // the watchdog ends the process past this many seconds
+  std::atomic<double> watched_blocked_{0};  // what its line says the wait's bound was
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
