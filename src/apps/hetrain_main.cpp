@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hetrain/cuda.hpp"
@@ -41,6 +43,14 @@ int launcher_rank() {
   for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
     if (const char* v = std::getenv(var)) return std::atoi(v);
   return 0;
+}
+
+// Exit status 2 (a bad command line), which every rank finds alone. Rank 0 prints the line; the others
+// give it time to before they exit: mpirun ends the whole job at the first non-zero exit, and on a busy
+// machine that was often before rank 0 had printed anything.
+int command_line_error() {
+  if (launcher_rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(5));
+  return 2;
 }
 
 const char* kUsage =
@@ -340,7 +350,7 @@ int cmd_train(int argc, char** argv) {
     }
   } catch (const std::exception& e) {  // boost's messages name the option
     if (launcher_rank() == 0) std::fprintf(stderr, "hetrain: error: %s (see hetrain train --help)\n", e.what());
-    return 2;
+    return command_line_error();
   }
 
   auto& world = hetrain::dist::World::init(&argc, &argv);
@@ -390,7 +400,7 @@ int cmd_eval(int argc, char** argv) {
     check_sample_count(cfg.synthetic, "--synthetic");
   } catch (const std::exception& e) {
     if (launcher_rank() == 0) std::fprintf(stderr, "hetrain: error: %s (see hetrain eval --help)\n", e.what());
-    return 2;
+    return command_line_error();
   }
   auto& world = hetrain::dist::World::init(&argc, &argv);
   try {
@@ -463,5 +473,5 @@ int main(int argc, char** argv) {
     if (cmd.empty()) std::fputs(kUsage, stderr);
     else std::fprintf(stderr, "hetrain: error: unknown command '%s' (try: hetrain --help)\n", cmd.c_str());
   }
-  return 2;
+  return command_line_error();
 }
