@@ -132,7 +132,7 @@ void softmax_xent_backward(float* dlogits, const float* probs, const int32_t* la
 // *count += number of rows of logits [N, K] whose first arg-max equals the label. count: one device int64.
 void top1_correct(int64_t* count, const float* logits, const int32_t* labels, int N, int K, CudaStream stream);
 
-// ---------------------------------------------------------------- elementwise (kernels/elementwise.cu)
+// ---------------------------------------------------------------- elementwise (kernels/add.cu, scale.cu, nonfinite.cu)
 // out [n] = a + b (residual add); out may alias a or b.
 void add_forward(float* out, const float* a, const float* b, int64_t n, CudaStream stream);
 // acc [n] += x (merging gradient paths)
@@ -142,7 +142,7 @@ void scale(float* x, float a, int64_t n, CudaStream stream);
 // *count += number of NaN/±Inf elements of x [n]. count: one device int64 (zero it first).
 void count_nonfinite(int64_t* count, const float* x, int64_t n, CudaStream stream);
 
-// ---------------------------------------------------------------- optimizer (kernels/sgd_update.cu)
+// ---------------------------------------------------------------- optimizer (kernels/sgd.cu)
 // PyTorch's SGD fused with the gradient scale, element i:
 //   g = grad_scale·grad[i] + weight_decay·(decay_mask ? decay_mask[i] : 1)·param[i]
 //   v = momentum·v + g;  step = nesterov ? g + momentum·v : v;  param[i] -= lr·step
@@ -206,7 +206,7 @@ class NcclCommunicator {
   std::unique_ptr<Impl> impl_;
 };
 
-// ---------------------------------------------------------------- 16-bit operands (kernels/cast.cu)
+// ---------------------------------------------------------------- 16-bit operands (src/cuda/cast.cu)
 // The BF16 and FP16 convolutions and dense layers keep every tensor in float and round only their operands to
 // 16 bits on the way into cuDNN/cuBLAS (docs/precision.md). `half` is a device array of n 16-bit values as raw
 // bits (this header includes no CUDA header): bfloat16 for Precision::BF16, IEEE binary16 for Precision::FP16;
@@ -275,7 +275,7 @@ void batchnorm_backward(float* din, float* dgamma, float* dbeta, const float* do
                         const float* gamma, const float* save_mean, const float* save_invstd, int N, int C, int HW,
                         float eps, CudaStream stream);
 
-// ---------------------------------------------------------------- pooling (src/cuda/pool_cudnn.cpp, kernels/global_avgpool.cu)
+// ---------------------------------------------------------------- pooling (src/cuda/pool2d_cudnn.cpp, kernels/pool.cu)
 // Square windows with cpu::Pool2dGeom (floor output size, pad ≤ kernel/2); out [N, C, P, Q]. Backward
 // overwrites din [N, C, H, W]. Max pooling keeps no argmax (unlike cpu::maxpool2d_*): its backward takes the
 // forward's in and out, and sends each gradient to the window's maximum (cuDNN's deterministic mode).
@@ -291,9 +291,9 @@ void avgpool2d_backward(float* din, const float* dout, const float* in, const cp
 void global_avgpool_forward(float* out, const float* in, int N, int C, int HW, CudaStream stream);
 void global_avgpool_backward(float* din, const float* dout, int N, int C, int HW, CudaStream stream);
 
-// ---------------------------------------------------------------- activation (src/cuda/relu_cudnn.cpp)
-// out [n] = max(in, 0); din [n] = dout·[out > 0] (from the forward's output, as cpu::relu_backward).
-// Both may run in place (out == in, din == dout). NaN inputs: cuDNN's behaviour (not part of the contract).
+// ---------------------------------------------------------------- activation (kernels/relu.cu)
+// out [n] = max(in, 0); din [n] = dout·[out > 0] (from the forward's output, as cpu::relu_backward), bit for
+// bit as the CPU (a NaN input gives 0). Both may run in place (out == in, din == dout).
 void relu_forward(float* out, const float* in, int64_t n, CudaStream stream);
 void relu_backward(float* din, const float* dout, const float* out, int64_t n, CudaStream stream);
 

@@ -9,7 +9,7 @@
 // BF16 and FP16 (docs/precision.md). Tensors stay float; only the convolution's operands are 16-bit. The
 // x, w and y descriptors take the 16-bit type and the convolution descriptor computes in float: cuDNN's
 // PSEUDO_BFLOAT16 / PSEUDO_HALF configurations, products accumulated in FP32, tensor-core math. What is
-// cast where (kernels/cast.cu, into the device's 16-bit scratch, src/cuda/low_precision.hpp):
+// cast where (src/cuda/cast.cu, into the device's 16-bit scratch, src/cuda/low_precision.hpp):
 //   forward:         x, w → 16 bits; y16 = conv(x16, w16); out = float(y16); out += bias in FP32
 //   backward data:   dout, w → 16 bits; dx16 = conv_bwd_data(w16, dout16); din = float(dx16) (overwritten)
 //   backward filter: in → 16 bits; dw16 = conv_bwd_filter(x16, dout16) with beta = 0; dweight += float(dw16)

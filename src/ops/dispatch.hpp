@@ -50,7 +50,7 @@ class Dispatch {
 // Fills `table`'s slot for `device` with `fn` while the program starts. At namespace scope in the op's
 // .cpp (Device::CPU) or .cu (Device::CUDA).
 #define HT_OP_IMPLEMENTATION(table, device, fn) \
-  [[maybe_unused]] static const bool HT_OP_CONCAT(ht_op_registered_, __LINE__) = (table).define((device), (fn))
+  [[maybe_unused]] static const bool HT_OP_CONCAT(ht_op_registered_, __COUNTER__) = (table).define((device), (fn))
 
 // The device all `tensors` share (undefined tensors are skipped: e.g. an optional bias); throws naming `op`
 // when they are on different devices.

@@ -1,6 +1,6 @@
 // ops/conv2d — 2-D convolution on any device, with cpu::conv2d_*'s contract (hetrain/ops.hpp): x [N, C, H, W],
 // w [K, C, R, S], optional bias [K], y [N, K, P, Q]; backward overwrites dx (when defined) and accumulates
-// dw and db. CPU: oneDNN or im2col + GEMM (src/cpu/conv2d.cpp, src/cpu/dnnl/); CUDA: cuDNN
+// dw and db. CPU: oneDNN or im2col + GEMM (conv2d_cpu.cpp, dnnl/ in this folder); CUDA: cuDNN
 // (src/cuda/conv_cudnn.cpp). Unlike the element-wise ops a convolution keeps state between calls — cuDNN's
 // descriptors, chosen algorithms and workspace — so its entry point is an object, one per layer.
 #pragma once

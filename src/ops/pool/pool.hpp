@@ -1,5 +1,5 @@
-// ops/pool — max, average and global average pooling on any device. CPU: cpu::*pool* (src/cpu/pool2d.cpp);
-// CUDA: cuDNN pooling (src/cuda/pool2d_cudnn.cpp) and kernels/global_avgpool.cu. Square windows, floor
+// ops/pool — max, average and global average pooling on any device. CPU: cpu::*pool* (src/ops/pool/pool_cpu.cpp);
+// CUDA: cuDNN pooling (src/cuda/pool2d_cudnn.cpp) and kernels/pool.cu. Square windows, floor
 // output size, pad ≤ kernel/2; average pooling counts padding as zeros (PyTorch's count_include_pad=True).
 #pragma once
 
