@@ -6,7 +6,7 @@ namespace hetrain::ops {
 namespace {
 class CudnnConv2dKernel : public Conv2dKernel {
  public:
-  CudnnConv2dKernel(const cpu::Conv2dGeom& g, const Conv2dOptions& o) : conv_(g, cudnn_options(o)) {}
+  CudnnConv2dKernel(const Conv2dGeom& g, const Conv2dOptions& o) : conv_(g, cudnn_options(o)) {}
   void forward(float* y, const float* x, const float* w, const float* b) override {
     conv_.forward(y, x, w, b, nullptr);
   }
@@ -23,7 +23,7 @@ class CudnnConv2dKernel : public Conv2dKernel {
   cuda::CudnnConv2d conv_;
 };
 
-std::unique_ptr<Conv2dKernel> make_cudnn_conv(const cpu::Conv2dGeom& g, const Conv2dOptions& o) {
+std::unique_ptr<Conv2dKernel> make_cudnn_conv(const Conv2dGeom& g, const Conv2dOptions& o) {
   return std::make_unique<CudnnConv2dKernel>(g, o);
 }
 }  // namespace

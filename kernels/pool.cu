@@ -56,10 +56,10 @@ void maxpool_forward_cuda(const Tensor& y, const Tensor& x, MaxPoolSaved& saved,
 void maxpool_backward_cuda(const Tensor& dx, const Tensor& dy, MaxPoolSaved& saved) {
   cuda::maxpool2d_backward(dx.data(), dy.data(), saved.y.data(), saved.x.data(), saved.geom, nullptr);
 }
-void avgpool_forward_cuda(float* y, const float* x, const cpu::Pool2dGeom& g) {
+void avgpool_forward_cuda(float* y, const float* x, const Pool2dGeom& g) {
   cuda::avgpool2d_forward(y, x, g, nullptr);
 }
-void avgpool_backward_cuda(float* dx, const float* dy, const float* x, const cpu::Pool2dGeom& g) {
+void avgpool_backward_cuda(float* dx, const float* dy, const float* x, const Pool2dGeom& g) {
   cuda::avgpool2d_backward(dx, dy, x, g, nullptr);
 }
 void global_forward_cuda(float* out, const float* in, int N, int C, int HW) {

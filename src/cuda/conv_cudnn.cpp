@@ -96,7 +96,7 @@ cudnnDataType_t operand_type(Precision precision) {
 }  // namespace
 
 struct CudnnConv2d::Impl {
-  cpu::Conv2dGeom g;
+  Conv2dGeom g;
   CudnnConvOptions opt;
   // x, w, y: the convolution's operands, in operand_type(precision); y_float and bias: the float output and
   // the bias, for the bias and its gradient (the same layout as y in float).
@@ -176,7 +176,7 @@ struct CudnnConv2d::Impl {
 
 int64_t conv_algorithm_searches() { return g_searches.load(); }
 
-CudnnConv2d::CudnnConv2d(const cpu::Conv2dGeom& g, const CudnnConvOptions& options) : impl_(new Impl) {
+CudnnConv2d::CudnnConv2d(const Conv2dGeom& g, const CudnnConvOptions& options) : impl_(new Impl) {
   HT_CHECK(g.N > 0 && g.C > 0 && g.H > 0 && g.W > 0 && g.K > 0 && g.R > 0 && g.S > 0 && g.stride > 0 && g.pad >= 0,
            "CudnnConv2d: bad geometry");
   HT_CHECK(g.P() > 0 && g.Q() > 0, "CudnnConv2d: kernel larger than the padded input");
