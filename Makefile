@@ -145,7 +145,7 @@ CXX_PLAIN ?= g++
 
 # ---------------------------------------------------------------- sources
 # One archive per subsystem folder; link order runs from the top of the architecture to the bottom, and no
-# archive calls into one listed before it (docs/architecture.md, "Device code").
+# archive calls into one listed before it (docs/architecture.md, "Ops").
 SUBSYSTEMS := train dist detect data nn ops cuda core
 # src/ops/<op>/ holds one op each (ops/dispatch.hpp): its entry points and CPU code in every build; its CUDA
 # twin kernels/<op>.cu only with CUDA. src/ops/common/ holds what several ops share (the unary-op helper, the

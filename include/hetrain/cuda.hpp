@@ -1,5 +1,7 @@
-// hetrain/cuda.hpp — the CUDA backend: device queries, device memory, custom kernels, NCCL, and the layer ops
-// (cuDNN convolution, batch norm, pooling, ReLU; cuBLAS dense layers).
+// hetrain/cuda.hpp — the device layer (src/cuda/): device queries, device memory, streams and events, staged
+// uploads, NCCL, and the vendor-library ops (cuDNN convolution, batch norm, pooling; cuBLAS dense layers); and
+// the stream-taking launchers of the ops' own kernels (kernels/<op>.cu), for code that runs them on a stream
+// of its own (docs/architecture.md, "Ops").
 //
 // The same text in every build configuration, and no CUDA header behind it: a CPU-only build links stubs
 // (src/cuda/stubs/) that report 0 devices and throw "built without CUDA: rebuild with CUDA=1" from every
