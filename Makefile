@@ -144,34 +144,41 @@ endif
 CXX_PLAIN ?= g++
 
 # ---------------------------------------------------------------- sources
-# One archive per subsystem folder; link order runs from the top of the architecture to the bottom.
-SUBSYSTEMS := train dist detect data nn ops cpu cuda core
-# src/cuda holds the CUDA backend (*.cu, *.cpp) and, in src/cuda/stubs/, what a CPU-only build gets instead:
-# the same functions, failing loudly ("built without CUDA"), so public headers never change with the build.
-# src/cuda/common/ is plain C++ that both configurations build (rules about GPUs that need no GPU).
-# src/cpu/dnnl/ holds the oneDNN convolution; src/cpu/dnnl_absent/ what a build without oneDNN gets instead.
-# src/ops/<op>/ holds one op each (ops/dispatch.hpp): <op>.cpp in every build, its CUDA twin <op>_cuda.cu only
-# with CUDA. The ops archive is linked whole: its files register their implementations while the program starts.
-srcs_of_ops = $(wildcard src/ops/*.cpp src/ops/*/*.cpp) $(if $(USE_CUDA),$(wildcard src/ops/*/*.cu))
-srcs_of = $(if $(filter ops,$(1)),$(srcs_of_ops),$(if $(filter cpu,$(1)),$(wildcard src/cpu/*.cpp) $(wildcard src/cpu/$(if $(HAVE_DNNL),dnnl,dnnl_absent)/*.cpp),$(if $(filter cuda,$(1)),$(wildcard src/cuda/common/*.cpp) $(if $(USE_CUDA),$(wildcard src/cuda/*.cu src/cuda/*.cpp kernels/*.cu),$(wildcard src/cuda/stubs/*.cpp)),$(wildcard src/$(1)/*.cpp))))
+# One archive per subsystem folder; link order runs from the top of the architecture to the bottom, and no
+# archive calls into one listed before it (docs/architecture.md, "Ops").
+SUBSYSTEMS := train dist detect data nn ops cuda core
+# src/ops/<op>/ holds one op each (ops/dispatch.hpp): its entry points and CPU code in every build; its CUDA
+# twin kernels/<op>.cu only with CUDA. src/ops/common/ holds what several ops share (the unary-op helper, the
+# CPU loop splitting, GEMM); src/ops/*/dnnl/ the oneDNN code, src/ops/*/dnnl_absent/ what a build without
+# oneDNN gets instead. The ops archive is linked whole: its files register their implementations while the
+# program starts.
+# src/cuda/ is the device layer: the CUDA runtime and the vendor libraries (*.cpp, *.cu) and, in
+# src/cuda/stubs/, what a CPU-only build gets instead: the same functions, failing loudly ("built without
+# CUDA"), so public headers never change with the build. src/cuda/common/ is plain C++ that both
+# configurations build (rules about GPUs that need no GPU). The device layer is linked whole too: it
+# registers itself with core (tensor memory) while the program starts.
+DNNL_DIR := $(if $(HAVE_DNNL),dnnl,dnnl_absent)
+srcs_of_ops = $(wildcard src/ops/*.cpp src/ops/*/*.cpp src/ops/*/$(DNNL_DIR)/*.cpp) $(if $(USE_CUDA),$(wildcard kernels/*.cu))
+srcs_of_cuda = $(wildcard src/cuda/common/*.cpp) $(if $(USE_CUDA),$(wildcard src/cuda/*.cu src/cuda/*.cpp),$(wildcard src/cuda/stubs/*.cpp))
+srcs_of = $(if $(filter ops cuda,$(1)),$(srcs_of_$(1)),$(wildcard src/$(1)/*.cpp))
 objs_of = $(patsubst %,$(OBJ)/%.o,$(basename $(call srcs_of,$(1))))
 lib_of = $(OBJ)/lib/libht_$(1).a
 ALL_LIBS := $(foreach s,$(SUBSYSTEMS),$(call lib_of,$(s)))
-# core's tensors allocate device memory through cuda, which itself reports errors through core: a group
-# lets the linker resolve that cycle. The ops archive goes in whole (nothing calls its registrations).
-WHOLE_OPS_LIB = -Wl,--whole-archive $(call lib_of,ops) -Wl,--no-whole-archive
-link_group = -Wl,--start-group $(foreach l,$(1),$(if $(filter $(call lib_of,ops),$(l)),$(WHOLE_OPS_LIB),$(l))) -Wl,--end-group
+WHOLE_LIBS := $(call lib_of,ops) $(call lib_of,cuda)
+WHOLE_ON := -Wl,--whole-archive
+WHOLE_OFF := -Wl,--no-whole-archive
+link_libs = $(foreach l,$(1),$(if $(filter $(WHOLE_LIBS),$(l)),$(WHOLE_ON) $(l) $(WHOLE_OFF),$(l)))
 
 $(OBJ)/lib/libht_%.a: $$(call objs_of,$$*)
 	@mkdir -p $(dir $@)
 	@rm -f $@
 	@ar rcs $@ $(filter %.o,$^)
 
-# Whether oneDNN is used changes which objects make up libht_cpu.a: a stamp that changes with it rebuilds
+# Whether oneDNN is used changes which objects make up libht_ops.a: a stamp that changes with it rebuilds
 # the archive (and so relinks the programs) when DNNL=0 or an install flips it.
 DNNL_STAMP := $(OBJ)/.dnnl
 $(shell mkdir -p $(OBJ); [ "$$(cat $(DNNL_STAMP) 2>/dev/null)" = "$(if $(HAVE_DNNL),yes,no)" ] || echo $(if $(HAVE_DNNL),yes,no) > $(DNNL_STAMP))
-$(call lib_of,cpu): $(DNNL_STAMP)
+$(call lib_of,ops): $(DNNL_STAMP)
 
 $(OBJ)/%.o: %.cpp
 	@mkdir -p $(dir $@)
@@ -208,12 +215,12 @@ APPS := hetrain hetrain-pack
 $(BIN)/hetrain: $(OBJ)/src/apps/hetrain_main.o $(ALL_LIBS) $(CONFIG_STAMP)
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
-	@$(MPICXX) -o $@ $< $(call link_group,$(ALL_LIBS)) $(LDLIBS)
+	@$(MPICXX) -o $@ $< $(call link_libs,$(ALL_LIBS)) $(LDLIBS)
 
 $(BIN)/hetrain-pack: $(CONFIG_STAMP) $(OBJ)/data_tools/hetrain_pack.o $(patsubst %,$(OBJ)/%.o,$(basename $(filter-out data_tools/hetrain_pack.cpp,$(wildcard data_tools/*.cpp)))) $(ALL_LIBS)
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
-	@$(MPICXX) -o $@ $(filter %.o,$^) $(call link_group,$(ALL_LIBS)) $(LDLIBS)
+	@$(MPICXX) -o $@ $(filter %.o,$^) $(call link_libs,$(ALL_LIBS)) $(LDLIBS)
 
 # ---------------------------------------------------------------- tests
 # test/<group>/*.cpp → build/bin/test_<group>. Groups whose name ends in _mpi get a main that starts MPI
@@ -229,22 +236,22 @@ mpi_main_for = $(if $(filter %_mpi,$(1)),$(OBJ)/test/mpi_main.o)
 $(BIN)/test_%: $$(call test_objs,$$*) $(ALL_LIBS) $(CONFIG_STAMP) $$(call mpi_main_for,$$*)
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
-	@$(MPICXX) -o $@ $(call test_objs,$*) $(call mpi_main_for,$*) $(call link_group,$(ALL_LIBS)) -lgtest $(if $(filter %_mpi,$*),,-lgtest_main) $(LDLIBS)
+	@$(MPICXX) -o $@ $(call test_objs,$*) $(call mpi_main_for,$*) $(call link_libs,$(ALL_LIBS)) -lgtest $(if $(filter %_mpi,$*),,-lgtest_main) $(LDLIBS)
 
 # The GPU op tests link no MPI, HDF5 or Boost, so the binary runs on a bare GPU machine. Without a GPU (or
 # in a CPU-only build) every test reports itself skipped.
-GPU_TEST_LIBS := $(call lib_of,nn) $(call lib_of,ops) $(call lib_of,cuda) $(call lib_of,cpu) $(call lib_of,core)
+GPU_TEST_LIBS := $(call lib_of,nn) $(call lib_of,ops) $(call lib_of,cuda) $(call lib_of,core)
 $(BIN)/test_gpu: $(GPU_TEST_OBJS) $(GPU_TEST_LIBS) $(CONFIG_STAMP)
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
-	@$(CXX_PLAIN) -o $@ $(GPU_TEST_OBJS) $(call link_group,$(GPU_TEST_LIBS)) -lgtest -lgtest_main $(BLAS_LIBS) $(if $(HAVE_DNNL),$(DNNL_LIBS)) -lyaml-cpp -fopenmp -pthread $(CUDA_LIBS)
+	@$(CXX_PLAIN) -o $@ $(GPU_TEST_OBJS) $(call link_libs,$(GPU_TEST_LIBS)) -lgtest -lgtest_main $(BLAS_LIBS) $(if $(HAVE_DNNL),$(DNNL_LIBS)) -lyaml-cpp -fopenmp -pthread $(CUDA_LIBS)
 
 # ---------------------------------------------------------------- benchmarks (bench/*.cpp → build/bin/bench_*)
 BENCH_BINS := $(patsubst bench/%_bench.cpp,$(BIN)/bench_%,$(wildcard bench/*_bench.cpp))
 $(BIN)/bench_%: $(OBJ)/bench/%_bench.o $(ALL_LIBS) $(CONFIG_STAMP)
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
-	@$(MPICXX) -o $@ $< $(call link_group,$(ALL_LIBS)) $(LDLIBS)
+	@$(MPICXX) -o $@ $< $(call link_libs,$(ALL_LIBS)) $(LDLIBS)
 
 # ---------------------------------------------------------------- top-level targets
 .PHONY: all check-deps deps test demo bench clean help gpu-check gpu-bundle install

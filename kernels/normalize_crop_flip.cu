@@ -1,11 +1,13 @@
-// kernels/normalize_crop_flip.cu — uint8 batch → normalised float batch, with random crop and flip.
+// kernels/normalize_crop_flip.cu — uint8 batch → normalised float batch, with random crop and flip
+// (ops/normalize_crop_flip), and the op's CUDA slot.
 // The uint8 batch crosses PCIe (4× fewer bytes than floats) and is expanded here. The crop offsets and flip
 // flags come from the host (drawn from the data seed), so the kernel is deterministic. CPU twin:
-// normalize_crop_flip_twin in test/gpu/twins.cpp.
+// ops::normalize_crop_flip_cpu (src/ops/normalize_crop_flip/).
 #include <cstdint>
 
 #include "cuda/check.cuh"
 #include "hetrain/cuda.hpp"
+#include "ops/normalize_crop_flip/normalize_crop_flip.hpp"
 
 namespace hetrain::cuda {
 namespace {
@@ -57,3 +59,12 @@ void normalize_crop_flip(float* out, const uint8_t* in, const int32_t* crop_flip
 }
 
 }  // namespace hetrain::cuda
+
+namespace hetrain::ops {
+namespace {
+void normalize_crop_flip_cuda(float* out, const uint8_t* in, const int32_t* crop_flip, const ImageGeom& g) {
+  cuda::normalize_crop_flip(out, in, crop_flip, g, nullptr);
+}
+}  // namespace
+HT_OP_IMPLEMENTATION(normalize_crop_flip_impl, Device::CUDA, normalize_crop_flip_cuda);
+}  // namespace hetrain::ops

@@ -1,10 +1,12 @@
-// kernels/softmax_xent.cu — softmax cross-entropy with label smoothing, forward and backward, and top-1.
-// CPU twins: cpu::softmax_xent_forward / softmax_xent_backward / top1_correct (hetrain/ops.hpp).
+// kernels/softmax_xent.cu — softmax cross-entropy with label smoothing, forward and backward, and top-1
+// (ops/softmax_xent), and the op's CUDA implementation. CPU twins: cpu::softmax_xent_forward /
+// softmax_xent_backward / top1_correct (hetrain/ops.hpp, src/ops/softmax_xent/softmax_xent_cpu.cpp).
 #include <cstdint>
 
 #include "common.cuh"
 #include "cuda/check.cuh"
 #include "hetrain/cuda.hpp"
+#include "ops/softmax_xent/softmax_xent.hpp"
 
 namespace hetrain::cuda {
 namespace {
@@ -136,3 +138,66 @@ void top1_correct(int64_t* count, const float* logits, const int32_t* labels, in
 }
 
 }  // namespace hetrain::cuda
+
+namespace hetrain::ops {
+namespace {
+// The kernels on the legacy default stream, like the model's layers; the per-row losses and the correct
+// count are copied into pinned memory there, so read() waits only for this step's work.
+class CudaSoftmaxXent : public SoftmaxXentKernel {
+ public:
+  ~CudaSoftmaxXent() override {
+    cuda::host_pinned_free(pinned_loss_);
+    cuda::host_pinned_free(pinned_correct_);
+  }
+  Tensor compute(const Tensor& logits, const int32_t* labels, float label_smoothing, bool want_gradient,
+                 float grad_scale) override {
+    const int64_t n = logits.dim(0), K = logits.dim(1);
+    reserve(n);
+    rows_ = n;
+    if (!probs_.defined() || probs_.shape() != logits.shape()) probs_ = Tensor(logits.shape(), Device::CUDA);
+    cuda::softmax_xent_forward(probs_.data(), row_loss_.data(), logits.data(), labels, int(n), int(K),
+                               label_smoothing, nullptr);
+    cuda::memset_zero(correct_.data(), sizeof(int64_t));
+    cuda::top1_correct(correct_.data(), logits.data(), labels, int(n), int(K), nullptr);
+    cuda::copy_to_host(pinned_loss_, row_loss_.data(), size_t(n) * sizeof(float), nullptr);
+    cuda::copy_to_host(pinned_correct_, correct_.data(), sizeof(int64_t), nullptr);
+    if (!want_gradient) return Tensor();
+    cuda::softmax_xent_backward(probs_.data(), probs_.data(), labels, int(n), int(K), label_smoothing,
+                                grad_scale / float(n), nullptr);
+    return probs_;
+  }
+  void read(double* loss_sum, double* correct) override {
+    cuda::stream_synchronize(nullptr);
+    double sum = 0;
+    for (int64_t i = 0; i < rows_; ++i) sum += double(pinned_loss_[i]);  // NaN stays NaN: the caller checks
+    *loss_sum = sum;
+    *correct = double(*pinned_correct_);
+  }
+
+ private:
+  void reserve(int64_t n) {
+    if (n > capacity_) {
+      cuda::stream_synchronize(nullptr);  // pending copies into the old pinned buffer
+      cuda::host_pinned_free(pinned_loss_);
+      pinned_loss_ = nullptr, capacity_ = 0;  // consistent even if the allocation below throws
+      pinned_loss_ = static_cast<float*>(cuda::host_pinned_alloc(size_t(n) * sizeof(float)));
+      row_loss_ = cuda::DeviceBuffer<float>(size_t(n));
+      capacity_ = n;
+    }
+    if (!pinned_correct_) {
+      pinned_correct_ = static_cast<int64_t*>(cuda::host_pinned_alloc(sizeof(int64_t)));
+      correct_ = cuda::DeviceBuffer<int64_t>(1);
+    }
+  }
+  Tensor probs_;                         // [n, K]; holds dlogits after the backward kernel
+  cuda::DeviceBuffer<float> row_loss_;   // [capacity]
+  cuda::DeviceBuffer<int64_t> correct_;  // [1]
+  float* pinned_loss_ = nullptr;         // [capacity]
+  int64_t* pinned_correct_ = nullptr;    // [1]
+  int64_t capacity_ = 0, rows_ = 0;
+};
+
+std::unique_ptr<SoftmaxXentKernel> make_cuda() { return std::make_unique<CudaSoftmaxXent>(); }
+}  // namespace
+HT_OP_IMPLEMENTATION(softmax_xent_impl, Device::CUDA, make_cuda);
+}  // namespace hetrain::ops

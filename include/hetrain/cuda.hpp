@@ -1,5 +1,7 @@
-// hetrain/cuda.hpp — the CUDA backend: device queries, device memory, custom kernels, NCCL, and the layer ops
-// (cuDNN convolution, batch norm, pooling, ReLU; cuBLAS dense layers).
+// hetrain/cuda.hpp — the device layer (src/cuda/): device queries, device memory, streams and events, staged
+// uploads, NCCL, and the vendor-library ops (cuDNN convolution, batch norm, pooling; cuBLAS dense layers); and
+// the stream-taking launchers of the ops' own kernels (kernels/<op>.cu), for code that runs them on a stream
+// of its own (docs/architecture.md, "Ops").
 //
 // The same text in every build configuration, and no CUDA header behind it: a CPU-only build links stubs
 // (src/cuda/stubs/) that report 0 devices and throw "built without CUDA: rebuild with CUDA=1" from every
@@ -19,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "hetrain/ops.hpp"
+#include "hetrain/geometry.hpp"
 #include "hetrain/precision.hpp"
 
 struct CUstream_st;
@@ -65,6 +67,37 @@ GpuClaim parse_gpu_claim(const std::string& text);         // its inverse; throw
 // "" when no GPU is claimed twice. Otherwise one line about the first GPU claimed twice (in the order given):
 // its node, the node's GPU count and GPU ranks, the two local ranks that collide, and what to do.
 std::string gpu_sharing_error(const std::vector<GpuClaim>& ranks);
+
+// ---------------------------------------------------------------- staged uploads (src/cuda/staging.cpp)
+// Host data to the current device in the background, for code that must not handle streams itself (the
+// trainer's input, src/train/device_step.cpp): two slots used in turn, so the next step's batch is copied on
+// a copy stream while this step computes on the legacy default stream, where the model's layers run.
+class StagedUpload {
+ public:
+  struct Part {
+    const void* data = nullptr;
+    size_t bytes = 0;
+  };
+  struct Uploaded {
+    int slot = 0;               // 0 or 1, in turn
+    std::vector<void*> parts;   // each part's device copy, in the order given
+  };
+  StagedUpload();
+  ~StagedUpload();
+  StagedUpload(const StagedUpload&) = delete;
+  StagedUpload& operator=(const StagedUpload&) = delete;
+  // Copies the parts into the next slot's pinned memory, and from there to its device memory on the copy
+  // stream (asynchronous); the default stream's next work waits for that copy. The device copies stay valid
+  // until the upload after next, with one limit: default-stream work may read them only if it is enqueued
+  // before the NEXT upload() call. That call marks the end of this slot's use on the default stream (an
+  // event), and the copy into this slot one upload later waits for that mark, not for the step running in
+  // between, so the copy still overlaps it. Throws "built without CUDA" in a CPU-only build.
+  Uploaded upload(const std::vector<Part>& parts);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 namespace cuda {
 
@@ -132,7 +165,7 @@ void softmax_xent_backward(float* dlogits, const float* probs, const int32_t* la
 // *count += number of rows of logits [N, K] whose first arg-max equals the label. count: one device int64.
 void top1_correct(int64_t* count, const float* logits, const int32_t* labels, int N, int K, CudaStream stream);
 
-// ---------------------------------------------------------------- elementwise (kernels/elementwise.cu)
+// ---------------------------------------------------------------- elementwise (kernels/add.cu, scale.cu, nonfinite.cu)
 // out [n] = a + b (residual add); out may alias a or b.
 void add_forward(float* out, const float* a, const float* b, int64_t n, CudaStream stream);
 // acc [n] += x (merging gradient paths)
@@ -142,7 +175,7 @@ void scale(float* x, float a, int64_t n, CudaStream stream);
 // *count += number of NaN/±Inf elements of x [n]. count: one device int64 (zero it first).
 void count_nonfinite(int64_t* count, const float* x, int64_t n, CudaStream stream);
 
-// ---------------------------------------------------------------- optimizer (kernels/sgd_update.cu)
+// ---------------------------------------------------------------- optimizer (kernels/sgd.cu)
 // PyTorch's SGD fused with the gradient scale, element i:
 //   g = grad_scale·grad[i] + weight_decay·(decay_mask ? decay_mask[i] : 1)·param[i]
 //   v = momentum·v + g;  step = nesterov ? g + momentum·v : v;  param[i] -= lr·step
@@ -165,13 +198,7 @@ void sgd_update(float* param, float* velocity, const float* grad, const float* d
 // the padding read as 0 before normalisation (torchvision's RandomCrop(padding) + Normalize). The offsets
 // and flags are drawn on the host from the data seed, so CPU and GPU ranks augment identically.
 // crop_flip == null: no crop and no flip (requires out_h == H, out_w == W, pad == 0), for evaluation.
-constexpr int kMaxImageChannels = 4;
-struct ImageGeom {
-  int N = 1, C = 3, H = 32, W = 32;
-  int out_h = 32, out_w = 32, pad = 0;
-  float mean[kMaxImageChannels] = {0, 0, 0, 0};
-  float std[kMaxImageChannels] = {1, 1, 1, 1};
-};
+// ImageGeom: hetrain/geometry.hpp.
 void normalize_crop_flip(float* out, const uint8_t* in, const int32_t* crop_flip /*[N, 3] or null*/,
                          const ImageGeom& g, CudaStream stream);
 
@@ -206,7 +233,7 @@ class NcclCommunicator {
   std::unique_ptr<Impl> impl_;
 };
 
-// ---------------------------------------------------------------- 16-bit operands (kernels/cast.cu)
+// ---------------------------------------------------------------- 16-bit operands (src/cuda/cast.cu)
 // The BF16 and FP16 convolutions and dense layers keep every tensor in float and round only their operands to
 // 16 bits on the way into cuDNN/cuBLAS (docs/precision.md). `half` is a device array of n 16-bit values as raw
 // bits (this header includes no CUDA header): bfloat16 for Precision::BF16, IEEE binary16 for Precision::FP16;
@@ -241,7 +268,7 @@ struct CudnnConvOptions {
 int64_t conv_algorithm_searches();
 class CudnnConv2d {
  public:
-  CudnnConv2d(const cpu::Conv2dGeom& g, const CudnnConvOptions& options = {});
+  CudnnConv2d(const Conv2dGeom& g, const CudnnConvOptions& options = {});
   ~CudnnConv2d();
   CudnnConv2d(const CudnnConv2d&) = delete;
   CudnnConv2d& operator=(const CudnnConv2d&) = delete;
@@ -275,25 +302,25 @@ void batchnorm_backward(float* din, float* dgamma, float* dbeta, const float* do
                         const float* gamma, const float* save_mean, const float* save_invstd, int N, int C, int HW,
                         float eps, CudaStream stream);
 
-// ---------------------------------------------------------------- pooling (src/cuda/pool_cudnn.cpp, kernels/global_avgpool.cu)
-// Square windows with cpu::Pool2dGeom (floor output size, pad ≤ kernel/2); out [N, C, P, Q]. Backward
+// ---------------------------------------------------------------- pooling (src/cuda/pool2d_cudnn.cpp, kernels/pool.cu)
+// Square windows with Pool2dGeom (floor output size, pad ≤ kernel/2); out [N, C, P, Q]. Backward
 // overwrites din [N, C, H, W]. Max pooling keeps no argmax (unlike cpu::maxpool2d_*): its backward takes the
 // forward's in and out, and sends each gradient to the window's maximum (cuDNN's deterministic mode).
-void maxpool2d_forward(float* out, const float* in, const cpu::Pool2dGeom& g, CudaStream stream);
-void maxpool2d_backward(float* din, const float* dout, const float* out, const float* in, const cpu::Pool2dGeom& g,
+void maxpool2d_forward(float* out, const float* in, const Pool2dGeom& g, CudaStream stream);
+void maxpool2d_backward(float* din, const float* dout, const float* out, const float* in, const Pool2dGeom& g,
                         CudaStream stream);
 // Average pooling counts padding as zeros (PyTorch's count_include_pad=True): every window divides by kernel².
 // Backward takes the forward's in [N, C, H, W] (cuDNN's call wants it, though the gradient does not depend on
 // its values); din must be another buffer.
-void avgpool2d_forward(float* out, const float* in, const cpu::Pool2dGeom& g, CudaStream stream);
-void avgpool2d_backward(float* din, const float* dout, const float* in, const cpu::Pool2dGeom& g, CudaStream stream);
+void avgpool2d_forward(float* out, const float* in, const Pool2dGeom& g, CudaStream stream);
+void avgpool2d_backward(float* din, const float* dout, const float* in, const Pool2dGeom& g, CudaStream stream);
 // out [N, C] = mean over HW of in [N, C, HW]; backward: din [N, C, HW] = dout / HW (overwritten).
 void global_avgpool_forward(float* out, const float* in, int N, int C, int HW, CudaStream stream);
 void global_avgpool_backward(float* din, const float* dout, int N, int C, int HW, CudaStream stream);
 
-// ---------------------------------------------------------------- activation (src/cuda/relu_cudnn.cpp)
-// out [n] = max(in, 0); din [n] = dout·[out > 0] (from the forward's output, as cpu::relu_backward).
-// Both may run in place (out == in, din == dout). NaN inputs: cuDNN's behaviour (not part of the contract).
+// ---------------------------------------------------------------- activation (kernels/relu.cu)
+// out [n] = max(in, 0); din [n] = dout·[out > 0] (from the forward's output, as cpu::relu_backward), bit for
+// bit as the CPU (a NaN input gives 0). Both may run in place (out == in, din == dout).
 void relu_forward(float* out, const float* in, int64_t n, CudaStream stream);
 void relu_backward(float* din, const float* dout, const float* out, int64_t n, CudaStream stream);
 

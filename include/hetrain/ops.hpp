@@ -1,4 +1,7 @@
-// hetrain/ops.hpp — the CPU ops, forward and backward side by side.
+// hetrain/ops.hpp — the CPU implementations of the older ops (namespace cpu), forward and backward side by
+// side: the code of src/ops/<op>/ that tests, twins and the training step call by name. The Tensor-level
+// entry points that pick a device are the op layer's, namespace ops, in src/ops/<op>/<op>.hpp
+// (docs/architecture.md, "Ops").
 //
 // Conventions (after llm.c): raw pointers, outputs first, shapes in comments, NCHW row-major.
 // Ops are templated on the scalar type and instantiated for float (training) and double (the reference
@@ -14,17 +17,12 @@
 #include <cstdint>
 #include <string>
 
+#include "hetrain/geometry.hpp"
+
 namespace hetrain::cpu {
 
 // ---------------------------------------------------------------- convolution
-struct Conv2dGeom {
-  int N = 1, C = 1, H = 1, W = 1;  // input  [N, C, H, W]
-  int K = 1;                       // output channels; weight [K, C, R, S]
-  int R = 1, S = 1;                // kernel height, width
-  int stride = 1, pad = 0;
-  int P() const { return (H + 2 * pad - R) / stride + 1; }  // output height
-  int Q() const { return (W + 2 * pad - S) / stride + 1; }  // output width
-};
+// Geometry: Conv2dGeom (hetrain/geometry.hpp).
 // Two implementations. conv2d_forward/backward<float> run on oneDNN's JIT kernels when hetrain is built
 // with oneDNN (the fast path, docs/cpu-performance.md); <double>, builds without oneDNN and
 // set_cpu_conv_backend(Im2col) use im2col + OpenBLAS GEMM, which stays callable by name as the tested twin.
@@ -102,12 +100,7 @@ template <typename T>
 void accumulate(T* acc, const T* x, int64_t n);
 
 // ---------------------------------------------------------------- pooling
-struct Pool2dGeom {
-  int N = 1, C = 1, H = 1, W = 1;
-  int kernel = 2, stride = 2, pad = 0;
-  int P() const { return (H + 2 * pad - kernel) / stride + 1; }
-  int Q() const { return (W + 2 * pad - kernel) / stride + 1; }
-};
+// Geometry: Pool2dGeom (hetrain/geometry.hpp).
 // out [N, C, P, Q]; argmax [N, C, P, Q] holds the flat input index (within the N,C plane) of each max.
 template <typename T>
 void maxpool2d_forward(T* out, int32_t* argmax, const T* in, const Pool2dGeom& g);

@@ -1,7 +1,7 @@
 // hetrain/tensor.hpp — float32 tensors: shape, device tag, aligned owning storage, views.
 //
 // A Tensor is a cheap handle (shared storage + offset + shape). Owning tensors allocate 64-byte-aligned
-// host memory, or device memory through the CUDA backend; views alias part of another tensor or of a raw
+// host memory, or device memory through the device layer (src/cuda/); views alias part of another tensor or of a raw
 // buffer (the flat parameter buffer hands out views, one per parameter). Data is always contiguous,
 // row-major (NCHW for images). The data of a CUDA tensor is a device pointer: only the ops of
 // hetrain/cuda.hpp may touch it, and element access (operator[], fill) is for CPU tensors.
@@ -26,8 +26,9 @@ using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& s);
 std::string shape_str(const Shape& s);  // "[8, 3, 32, 32]"
 
-// Aligned memory block, zero-filled; frees itself. CUDA storage comes from cuda::device_alloc (a CPU-only
-// build throws "built without CUDA" there).
+// Aligned memory block, zero-filled; frees itself. CUDA storage comes from the device layer, which installs
+// its allocator while the program starts (src/core/device_memory.hpp); a CPU-only build has none and throws
+// "built without CUDA".
 class Storage {
  public:
   Storage(size_t bytes, Device device);

@@ -5,10 +5,25 @@
 #include <cstring>
 #include <sstream>
 
-#include "hetrain/cuda.hpp"
+#include "core/device_memory.hpp"
 #include "hetrain/error.hpp"
 
 namespace hetrain {
+
+namespace core {
+namespace {
+// Constant-initialised, so it is null before any installation runs, whatever the order of static
+// initialisation between the archives.
+const DeviceMemory* installed_device_memory = nullptr;
+}  // namespace
+
+void install_device_memory(const DeviceMemory* memory) { installed_device_memory = memory; }
+
+const DeviceMemory& device_memory() {
+  if (!installed_device_memory) HT_THROW("built without CUDA: rebuild with CUDA=1");
+  return *installed_device_memory;
+}
+}  // namespace core
 
 const char* device_name(Device d) { return d == Device::CPU ? "cpu" : "cuda"; }
 
@@ -31,8 +46,9 @@ std::string shape_str(const Shape& s) {
 
 Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
   if (device == Device::CUDA) {
-    data_ = cuda::device_alloc(std::max<size_t>(bytes, 64));
-    cuda::memset_zero(data_, std::max<size_t>(bytes, 64));
+    const core::DeviceMemory& memory = core::device_memory();
+    data_ = memory.alloc(std::max<size_t>(bytes, 64));
+    memory.zero(data_, std::max<size_t>(bytes, 64));
     return;
   }
   size_t rounded = (bytes + 63) / 64 * 64;
@@ -44,7 +60,7 @@ Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
 
 Storage::~Storage() {
   if (device_ == Device::CUDA)
-    cuda::device_free(data_);
+    core::device_memory().free(data_);
   else
     std::free(data_);
 }
@@ -111,13 +127,10 @@ void Tensor::copy_from(const Tensor& src) const {
     std::memcpy(data_, src.data_, bytes);
     return;
   }
-  if (device_ == Device::CUDA && src.device_ == Device::CUDA)
-    cuda::copy_device(data_, src.data_, bytes);
-  else if (device_ == Device::CUDA)
-    cuda::copy_to_device(data_, src.data_, bytes);
-  else
-    cuda::copy_to_host(data_, src.data_, bytes);
-  cuda::stream_synchronize(nullptr);
+  const core::CopyKind kind = device_ == Device::CPU  ? core::CopyKind::DeviceToHost
+                              : src.device_ == Device::CPU ? core::CopyKind::HostToDevice
+                                                           : core::CopyKind::DeviceToDevice;
+  core::device_memory().copy(data_, src.data_, bytes, kind);
 }
 
 void Tensor::fill(float v) const {
@@ -127,7 +140,7 @@ void Tensor::fill(float v) const {
 
 void Tensor::zero() const {
   if (device_ == Device::CUDA)
-    cuda::memset_zero(data_, size_t(numel_) * sizeof(float));
+    core::device_memory().zero(data_, size_t(numel_) * sizeof(float));
   else
     std::memset(data_, 0, size_t(numel_) * sizeof(float));
 }

@@ -1,4 +1,4 @@
-// src/cuda/bias_kernels.hpp — the bias helpers of the cuBLAS dense layer (kernels/bias.cu; private).
+// src/cuda/bias_kernels.hpp — the bias helpers of the cuBLAS dense layer (src/cuda/bias.cu; private).
 #pragma once
 
 #include "hetrain/cuda.hpp"

@@ -9,7 +9,7 @@
 // BF16 and FP16 (docs/precision.md). Tensors stay float; only the convolution's operands are 16-bit. The
 // x, w and y descriptors take the 16-bit type and the convolution descriptor computes in float: cuDNN's
 // PSEUDO_BFLOAT16 / PSEUDO_HALF configurations, products accumulated in FP32, tensor-core math. What is
-// cast where (kernels/cast.cu, into the device's 16-bit scratch, src/cuda/low_precision.hpp):
+// cast where (src/cuda/cast.cu, into the device's 16-bit scratch, src/cuda/low_precision.hpp):
 //   forward:         x, w → 16 bits; y16 = conv(x16, w16); out = float(y16); out += bias in FP32
 //   backward data:   dout, w → 16 bits; dx16 = conv_bwd_data(w16, dout16); din = float(dx16) (overwritten)
 //   backward filter: in → 16 bits; dw16 = conv_bwd_filter(x16, dout16) with beta = 0; dweight += float(dw16)
@@ -96,7 +96,7 @@ cudnnDataType_t operand_type(Precision precision) {
 }  // namespace
 
 struct CudnnConv2d::Impl {
-  cpu::Conv2dGeom g;
+  Conv2dGeom g;
   CudnnConvOptions opt;
   // x, w, y: the convolution's operands, in operand_type(precision); y_float and bias: the float output and
   // the bias, for the bias and its gradient (the same layout as y in float).
@@ -176,7 +176,7 @@ struct CudnnConv2d::Impl {
 
 int64_t conv_algorithm_searches() { return g_searches.load(); }
 
-CudnnConv2d::CudnnConv2d(const cpu::Conv2dGeom& g, const CudnnConvOptions& options) : impl_(new Impl) {
+CudnnConv2d::CudnnConv2d(const Conv2dGeom& g, const CudnnConvOptions& options) : impl_(new Impl) {
   HT_CHECK(g.N > 0 && g.C > 0 && g.H > 0 && g.W > 0 && g.K > 0 && g.R > 0 && g.S > 0 && g.stride > 0 && g.pad >= 0,
            "CudnnConv2d: bad geometry");
   HT_CHECK(g.P() > 0 && g.Q() > 0, "CudnnConv2d: kernel larger than the padded input");

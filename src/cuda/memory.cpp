@@ -1,4 +1,6 @@
-// src/cuda/memory.cpp — device and pinned allocations, copies, streams.
+// src/cuda/memory.cpp — device and pinned allocations, copies, streams; and the device memory of core's
+// tensors, installed while the program starts (core/device_memory.hpp).
+#include "core/device_memory.hpp"
 #include "cuda/check.cuh"
 #include "hetrain/cuda.hpp"
 
@@ -69,5 +71,24 @@ void event_destroy(CudaEvent e) noexcept {
 }
 void event_record(CudaEvent e, CudaStream stream) { HT_CUDA_CHECK(cudaEventRecord(e, stream)); }
 void stream_wait_event(CudaStream wait, CudaEvent e) { HT_CUDA_CHECK(cudaStreamWaitEvent(wait, e, 0)); }
+
+// ---------------------------------------------------------------- tensor memory
+// Tensors order their device work on the legacy default stream; a copy returns when it is done, so host
+// code that reads a copied tensor sees finished data.
+namespace {
+void tensor_zero(void* p, size_t bytes) { memset_zero(p, bytes, nullptr); }
+
+void tensor_copy(void* dst, const void* src, size_t bytes, core::CopyKind kind) {
+  switch (kind) {
+    case core::CopyKind::HostToDevice: copy_to_device(dst, src, bytes, nullptr); break;
+    case core::CopyKind::DeviceToHost: copy_to_host(dst, src, bytes, nullptr); break;
+    case core::CopyKind::DeviceToDevice: copy_device(dst, src, bytes, nullptr); break;
+  }
+  stream_synchronize(nullptr);
+}
+
+const core::DeviceMemory kTensorMemory{device_alloc, device_free, tensor_zero, tensor_copy};
+[[maybe_unused]] const bool tensor_memory_installed = (core::install_device_memory(&kTensorMemory), true);
+}  // namespace
 
 }  // namespace hetrain::cuda

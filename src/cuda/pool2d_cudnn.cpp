@@ -1,4 +1,4 @@
-// src/cuda/pool2d_cudnn.cpp — max and average pooling through cuDNN with cpu::Pool2dGeom.
+// src/cuda/pool2d_cudnn.cpp — max and average pooling through cuDNN with Pool2dGeom.
 //
 // Max pooling uses CUDNN_POOLING_MAX_DETERMINISTIC, so overlapping windows (ResNet's 3×3 stride-2 stem
 // pool) give the same gradients run after run. Average pooling uses AVERAGE_COUNT_INCLUDE_PADDING: the
@@ -10,7 +10,7 @@
 namespace hetrain::cuda {
 namespace {
 
-void check_geom(const cpu::Pool2dGeom& g, const char* who) {
+void check_geom(const Pool2dGeom& g, const char* who) {
   // pad ≤ kernel/2 (PyTorch's rule, and cpu::'s) guarantees every window overlaps the image.
   HT_CHECK(g.N >= 0 && g.C > 0 && g.H > 0 && g.W > 0 && g.kernel > 0 && g.stride > 0 && g.pad >= 0 &&
                2 * g.pad <= g.kernel && g.P() > 0 && g.Q() > 0,
@@ -20,7 +20,7 @@ void check_geom(const cpu::Pool2dGeom& g, const char* who) {
 
 class PoolDesc {
  public:
-  PoolDesc(cudnnPoolingMode_t mode, const cpu::Pool2dGeom& g) {
+  PoolDesc(cudnnPoolingMode_t mode, const Pool2dGeom& g) {
     HT_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&d_));
     cudnnStatus_t rc = cudnnSetPooling2dDescriptor(d_, mode, CUDNN_PROPAGATE_NAN, g.kernel, g.kernel, g.pad, g.pad,
                                                    g.stride, g.stride);
@@ -39,7 +39,7 @@ class PoolDesc {
   cudnnPoolingDescriptor_t d_ = nullptr;
 };
 
-void pool_forward(cudnnPoolingMode_t mode, float* out, const float* in, const cpu::Pool2dGeom& g, CudaStream stream,
+void pool_forward(cudnnPoolingMode_t mode, float* out, const float* in, const Pool2dGeom& g, CudaStream stream,
                   const char* who) {
   check_geom(g, who);
   if (g.N == 0) return;
@@ -52,7 +52,7 @@ void pool_forward(cudnnPoolingMode_t mode, float* out, const float* in, const cp
 }
 
 void pool_backward(cudnnPoolingMode_t mode, float* din, const float* dout, const float* out, const float* in,
-                   const cpu::Pool2dGeom& g, CudaStream stream, const char* who) {
+                   const Pool2dGeom& g, CudaStream stream, const char* who) {
   check_geom(g, who);
   if (g.N == 0) return;
   HT_CHECK(din && dout && out && in, who, ": null pointer");
@@ -64,16 +64,16 @@ void pool_backward(cudnnPoolingMode_t mode, float* din, const float* dout, const
 }
 }  // namespace
 
-void maxpool2d_forward(float* out, const float* in, const cpu::Pool2dGeom& g, CudaStream stream) {
+void maxpool2d_forward(float* out, const float* in, const Pool2dGeom& g, CudaStream stream) {
   pool_forward(CUDNN_POOLING_MAX_DETERMINISTIC, out, in, g, stream, "cuda::maxpool2d_forward");
 }
 
-void maxpool2d_backward(float* din, const float* dout, const float* out, const float* in, const cpu::Pool2dGeom& g,
+void maxpool2d_backward(float* din, const float* dout, const float* out, const float* in, const Pool2dGeom& g,
                         CudaStream stream) {
   pool_backward(CUDNN_POOLING_MAX_DETERMINISTIC, din, dout, out, in, g, stream, "cuda::maxpool2d_backward");
 }
 
-void avgpool2d_forward(float* out, const float* in, const cpu::Pool2dGeom& g, CudaStream stream) {
+void avgpool2d_forward(float* out, const float* in, const Pool2dGeom& g, CudaStream stream) {
   pool_forward(CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, out, in, g, stream, "cuda::avgpool2d_forward");
 }
 
@@ -81,7 +81,7 @@ void avgpool2d_forward(float* out, const float* in, const cpu::Pool2dGeom& g, Cu
 // the forward's real input: cuDNN does not document that x may overlap dx, which it writes (passing din
 // for both, as this once did, relied on undocumented behaviour). dout stands in for y: same shape, and
 // like y only read.
-void avgpool2d_backward(float* din, const float* dout, const float* in, const cpu::Pool2dGeom& g, CudaStream stream) {
+void avgpool2d_backward(float* din, const float* dout, const float* in, const Pool2dGeom& g, CudaStream stream) {
   HT_CHECK(in != din, "cuda::avgpool2d_backward: din must not be the forward's input");
   pool_backward(CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, din, dout, dout, in, g, stream,
                 "cuda::avgpool2d_backward");

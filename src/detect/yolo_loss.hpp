@@ -13,15 +13,16 @@
 #include <vector>
 
 #include "hetrain/data.hpp"
+#include "hetrain/nn.hpp"
 
 namespace hetrain::detect {
 
-struct DetectHeadSpec {
-  int num_classes = 0;
-  int anchors_per_level = 3;   // na
-  std::vector<int> strides;    // per level, e.g. {8, 16, 32}
-  std::vector<float> anchors;  // pixels, levels·na pairs (w, h): level 0's anchors first
-  int image_h = 0, image_w = 0;  // the network's input size, a multiple of every stride
+// A Detect head's layout (nn::DetectHeadLayout: num_classes, anchors_per_level na, strides per level,
+// anchors in pixels as levels·na (w, h) pairs, level 0's first, and the network's input size image_h ×
+// image_w, a multiple of every stride), with the arithmetic the loss and the decoding need.
+struct DetectHeadSpec : nn::DetectHeadLayout {
+  DetectHeadSpec() = default;
+  explicit DetectHeadSpec(const nn::DetectHeadLayout& layout) : nn::DetectHeadLayout(layout) {}
 
   int levels() const { return int(strides.size()); }
   int grid_h(int level) const { return image_h / strides[level]; }

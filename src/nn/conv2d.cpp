@@ -23,7 +23,7 @@ ops::Conv2dOptions Conv2d::options() const {
 Tensor Conv2d::forward(const Tensor& x, bool) {
   HT_CHECK(x.ndim() == 4 && x.dim(1) == C_, name_, ": expected input [N, ", C_, ", H, W], got ",
            shape_str(x.shape()));
-  const cpu::Conv2dGeom g = conv_.geom(name_.c_str(), x.shape());
+  const Conv2dGeom g = conv_.geom(name_.c_str(), x.shape());
   x_ = x;
   y_shape_ = {g.N, K_, g.P(), g.Q()};
   Tensor y = buffer(y_, y_shape_, x.device());

@@ -1,11 +1,10 @@
-// ops/dispatch.hpp — the one place where hetrain chooses between the CPU and the GPU.
+// ops/dispatch.hpp — the tables through which every op chooses between its CPU and GPU implementations.
 //
-// Each op is a unit in its own folder, src/ops/<op>/ (docs/architecture.md, "Ops"):
-//   <op>.hpp  the Tensor-level entry points layers call (they pick the device from the tensors), the
-//             CPU implementation as a template (double is the reference of gradient checks), and the op's
-//             Dispatch tables;
-//   <op>.cpp  the CPU implementation, the entry points, and the CPU slot of each table;
-//   <op>.cu   the CUDA twin, which fills the CUDA slots. Only a CUDA build compiles it.
+// Each op is a folder src/ops/<op>/ and a CUDA twin kernels/<op>.cu (docs/architecture.md, "Ops"):
+//   <op>.hpp        the Tensor-level entry points layers call (they pick the device from the tensors), and
+//                   the op's Dispatch tables;
+//   <op>.cpp        the CPU implementation, the entry points, and the CPU slot of each table;
+//   kernels/<op>.cu the CUDA twin, which fills the CUDA slots. Only a CUDA build compiles it.
 // A table's slot is filled while the program starts (HT_OP_IMPLEMENTATION); the ops archive is linked
 // whole, so no registration is dropped. In a CPU-only build the CUDA slots stay empty and a CUDA tensor
 // given to the op fails with "<op>: built without CUDA" — no stub has to be written for a new op.
@@ -50,7 +49,7 @@ class Dispatch {
 // Fills `table`'s slot for `device` with `fn` while the program starts. At namespace scope in the op's
 // .cpp (Device::CPU) or .cu (Device::CUDA).
 #define HT_OP_IMPLEMENTATION(table, device, fn) \
-  [[maybe_unused]] static const bool HT_OP_CONCAT(ht_op_registered_, __LINE__) = (table).define((device), (fn))
+  [[maybe_unused]] static const bool HT_OP_CONCAT(ht_op_registered_, __COUNTER__) = (table).define((device), (fn))
 
 // The device all `tensors` share (undefined tensors are skipped: e.g. an optional bias); throws naming `op`
 // when they are on different devices.

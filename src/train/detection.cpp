@@ -9,13 +9,7 @@
 namespace hetrain::train {
 
 detect::DetectHeadSpec head_spec(const nn::DetectHeadLayout& layout) {
-  detect::DetectHeadSpec spec;
-  spec.num_classes = layout.num_classes;
-  spec.anchors_per_level = layout.anchors_per_level;
-  spec.strides = layout.strides;
-  spec.anchors = layout.anchors;
-  spec.image_h = layout.image_h;
-  spec.image_w = layout.image_w;
+  detect::DetectHeadSpec spec(layout);
   spec.validate();
   return spec;
 }

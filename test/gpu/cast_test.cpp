@@ -1,4 +1,4 @@
-// test/gpu/cast_test.cpp — the 16-bit casts of kernels/cast.cu (cuda::cast_to_16bit, cast_from_16bit,
+// test/gpu/cast_test.cpp — the 16-bit casts of src/cuda/cast.cu (cuda::cast_to_16bit, cast_from_16bit,
 // accumulate_16bit): the twin against hand-worked values (runs everywhere), then the kernels against the
 // twin, bit for bit — known values and their bit patterns, every 16-bit pattern there is, random values with
 // ties, and the accumulation into float. Exact comparisons throughout: rounding to nearest even has one

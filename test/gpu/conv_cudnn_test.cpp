@@ -12,7 +12,7 @@ using namespace hetrain;
 using gpu_test::expect_close;
 
 namespace {
-void check_conv(const cpu::Conv2dGeom& g, bool tf32, uint32_t seed) {
+void check_conv(const Conv2dGeom& g, bool tf32, uint32_t seed) {
   SCOPED_TRACE("N" + std::to_string(g.N) + " C" + std::to_string(g.C) + " " + std::to_string(g.H) + "x" +
                std::to_string(g.W) + " K" + std::to_string(g.K) + " " + std::to_string(g.R) + "x" +
                std::to_string(g.S) + " stride " + std::to_string(g.stride) + " pad " + std::to_string(g.pad) +
@@ -55,8 +55,8 @@ void check_conv(const cpu::Conv2dGeom& g, bool tf32, uint32_t seed) {
   expect_close("dbias", d_db.download(), db_ref, 1e-3, 1e-4);
 }
 
-cpu::Conv2dGeom geom(int N, int C, int H, int W, int K, int R, int S, int stride, int pad) {
-  cpu::Conv2dGeom g;
+Conv2dGeom geom(int N, int C, int H, int W, int K, int R, int S, int stride, int pad) {
+  Conv2dGeom g;
   g.N = N, g.C = C, g.H = H, g.W = W, g.K = K, g.R = R, g.S = S, g.stride = stride, g.pad = pad;
   return g;
 }
@@ -106,7 +106,9 @@ TEST(CudaConv, SearchAfterTheLastStreamWasDestroyed) {
   x.upload(gpu_test::random_floats(x.size(), 7));
   for (int round = 0; round < 3; ++round) {
     CudaStream s = cuda::stream_create();
-    cuda::relu_forward(y.data(), x.data(), int64_t(x.size()), s);  // the handle is now set to s
+    Pool2dGeom pool;  // [4, 4, 6, 6], 2×2 windows
+    pool.N = 4, pool.C = 4, pool.H = 6, pool.W = 6;
+    cuda::maxpool2d_forward(y.data(), x.data(), pool, s);  // a cuDNN call: the handle is now set to s
     cuda::stream_synchronize(s);
     cuda::stream_destroy(s);
     const int64_t before = cuda::conv_algorithm_searches();

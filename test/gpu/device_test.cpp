@@ -51,7 +51,7 @@ TEST(CudaDevice, CpuBuildStubsThrow) {
   expect_no_cuda([] { cuda_device_info(0); }, "cuda_device_info");
   expect_no_cuda([] { cuda::add_forward(nullptr, nullptr, nullptr, 1, nullptr); }, "add_forward");
   expect_no_cuda([] { cuda::nccl_unique_id(); }, "nccl_unique_id");
-  expect_no_cuda([] { cuda::CudnnConv2d conv(cpu::Conv2dGeom{}); }, "CudnnConv2d");
+  expect_no_cuda([] { cuda::CudnnConv2d conv(Conv2dGeom{}); }, "CudnnConv2d");
 }
 
 // Runs in the CUDA build even without a GPU: NCCL makes ids from the host alone.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hetrain/cuda.hpp"
+#include "hetrain/ops.hpp"
 #include "hetrain/error.hpp"
 
 // Without a GPU (or in a CPU-only build) a GPU test is reported as skipped, never as passed. Where a GPU

@@ -74,13 +74,13 @@ void expect_16bit_ran(const Rms& r, Precision p) {
   EXPECT_GE(r.err, unit_roundoff(p) / 20 * r.y) << "the forward is as exact as FP32: did the 16-bit path run?";
 }
 
-cpu::Conv2dGeom geom(int N, int C, int H, int W, int K, int R, int S, int stride, int pad) {
-  cpu::Conv2dGeom g;
+Conv2dGeom geom(int N, int C, int H, int W, int K, int R, int S, int stride, int pad) {
+  Conv2dGeom g;
   g.N = N, g.C = C, g.H = H, g.W = W, g.K = K, g.R = R, g.S = S, g.stride = stride, g.pad = pad;
   return g;
 }
 
-void check_conv(const cpu::Conv2dGeom& g, Precision p, uint32_t seed) {
+void check_conv(const Conv2dGeom& g, Precision p, uint32_t seed) {
   SCOPED_TRACE(std::string(precision_name(p)) + " N" + std::to_string(g.N) + " C" + std::to_string(g.C) + " " +
                std::to_string(g.H) + "x" + std::to_string(g.W) + " K" + std::to_string(g.K) + " " +
                std::to_string(g.R) + "x" + std::to_string(g.S) + " stride " + std::to_string(g.stride) + " pad " +
@@ -207,7 +207,7 @@ TEST(CudaLowPrecision, LinearParity) {
 // convolution keeps its own precision's descriptors (the FP32 one stays exact after the BF16 one ran).
 TEST(CudaLowPrecision, CacheKeyHoldsThePrecision) {
   HT_REQUIRE_GPU();
-  const cpu::Conv2dGeom g = geom(2, 8, 10, 10, 8, 3, 3, 1, 1);
+  const Conv2dGeom g = geom(2, 8, 10, 10, 8, 3, 3, 1, 1);
   cuda::CudnnConvOptions fp32, bf16;
   bf16.precision = Precision::BF16;
   const int64_t before = cuda::conv_algorithm_searches();

@@ -10,19 +10,19 @@ using namespace hetrain;
 using gpu_test::expect_close;
 
 namespace {
-cpu::Pool2dGeom geom(int N, int C, int H, int W, int kernel, int stride, int pad) {
-  cpu::Pool2dGeom g;
+Pool2dGeom geom(int N, int C, int H, int W, int kernel, int stride, int pad) {
+  Pool2dGeom g;
   g.N = N, g.C = C, g.H = H, g.W = W, g.kernel = kernel, g.stride = stride, g.pad = pad;
   return g;
 }
 
-std::string describe(const cpu::Pool2dGeom& g) {
+std::string describe(const Pool2dGeom& g) {
   return "N" + std::to_string(g.N) + " C" + std::to_string(g.C) + " " + std::to_string(g.H) + "x" +
          std::to_string(g.W) + " kernel " + std::to_string(g.kernel) + " stride " + std::to_string(g.stride) +
          " pad " + std::to_string(g.pad);
 }
 
-void check_pool(const cpu::Pool2dGeom& g, bool max, uint32_t seed) {
+void check_pool(const Pool2dGeom& g, bool max, uint32_t seed) {
   SCOPED_TRACE(std::string(max ? "max " : "avg ") + describe(g));
   const size_t nin = size_t(g.N) * g.C * g.H * g.W, nout = size_t(g.N) * g.C * g.P() * g.Q();
   auto in = gpu_test::random_floats(nin, seed), dout = gpu_test::random_floats(nout, seed + 1);

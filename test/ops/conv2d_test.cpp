@@ -13,6 +13,7 @@
 #include "hetrain/ops.hpp"
 #include "op_test_util.hpp"
 
+using namespace hetrain;
 using namespace hetrain::cpu;
 using namespace ops_test;
 

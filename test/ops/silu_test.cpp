@@ -71,7 +71,7 @@ TEST(Silu, SaturatesAtLargeMagnitudes) {
   check_saturation<double>();
 }
 
-// The float path computes e^x with its own vectorisable routine (cpu/fast_exp.hpp): within 4e-7 of the
+// The float path computes e^x with its own vectorisable routine (ops/common/fast_exp.hpp): within 4e-7 of the
 // double result, relative, for x ∈ [−90, 90] (the ends included: σ saturates there).
 TEST(Silu, FloatMatchesDoubleAcrossTheRange) {
   const int n = 180001;
@@ -163,11 +163,11 @@ TEST(Silu, BadShapesNameTheOp) {
 }
 
 TEST(Silu, RegisteredForEveryBuiltDevice) {
-  for (const auto* table : {&silu_forward_impl, &sigmoid_forward_impl}) {
+  for (const auto* table : {&silu_op.forward_impl, &sigmoid_op.forward_impl}) {
     EXPECT_TRUE(table->has(Device::CPU)) << table->name();
     EXPECT_EQ(table->has(Device::CUDA), cuda_built()) << table->name();
   }
-  for (const auto* table : {&silu_backward_impl, &sigmoid_backward_impl}) {
+  for (const auto* table : {&silu_op.backward_impl, &sigmoid_op.backward_impl}) {
     EXPECT_TRUE(table->has(Device::CPU)) << table->name();
     EXPECT_EQ(table->has(Device::CUDA), cuda_built()) << table->name();
   }

@@ -6,6 +6,7 @@
 
 #include "hetrain/ops.hpp"
 
+using namespace hetrain;
 using namespace hetrain::cpu;
 
 template <typename T>

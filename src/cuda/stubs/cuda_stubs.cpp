@@ -15,6 +15,11 @@ std::string cuda_status() { return "no CUDA device: built without CUDA"; }
 CudaDeviceInfo cuda_device_info(int) { HT_NO_CUDA(); }
 int cuda_select_device(int) { HT_NO_CUDA(); }
 
+struct StagedUpload::Impl {};
+StagedUpload::StagedUpload() { HT_NO_CUDA(); }
+StagedUpload::~StagedUpload() = default;
+StagedUpload::Uploaded StagedUpload::upload(const std::vector<Part>&) { HT_NO_CUDA(); }
+
 namespace cuda {
 
 void* device_alloc(size_t) { HT_NO_CUDA(); }
@@ -62,7 +67,7 @@ void accumulate_16bit(float*, const void*, int64_t, Precision, CudaStream) { HT_
 size_t low_precision_scratch_bytes() { return 0; }  // true: no 16-bit layer ever ran
 
 struct CudnnConv2d::Impl {};
-CudnnConv2d::CudnnConv2d(const cpu::Conv2dGeom&, const CudnnConvOptions&) { HT_NO_CUDA(); }
+CudnnConv2d::CudnnConv2d(const Conv2dGeom&, const CudnnConvOptions&) { HT_NO_CUDA(); }
 CudnnConv2d::~CudnnConv2d() = default;
 void CudnnConv2d::forward(float*, const float*, const float*, const float*, CudaStream) { HT_NO_CUDA(); }
 void CudnnConv2d::backward(float*, float*, float*, const float*, const float*, const float*, CudaStream) {
@@ -83,12 +88,12 @@ void batchnorm_backward(float*, float*, float*, const float*, const float*, cons
                         int, int, int, float, CudaStream) {
   HT_NO_CUDA();
 }
-void maxpool2d_forward(float*, const float*, const cpu::Pool2dGeom&, CudaStream) { HT_NO_CUDA(); }
-void maxpool2d_backward(float*, const float*, const float*, const float*, const cpu::Pool2dGeom&, CudaStream) {
+void maxpool2d_forward(float*, const float*, const Pool2dGeom&, CudaStream) { HT_NO_CUDA(); }
+void maxpool2d_backward(float*, const float*, const float*, const float*, const Pool2dGeom&, CudaStream) {
   HT_NO_CUDA();
 }
-void avgpool2d_forward(float*, const float*, const cpu::Pool2dGeom&, CudaStream) { HT_NO_CUDA(); }
-void avgpool2d_backward(float*, const float*, const float*, const cpu::Pool2dGeom&, CudaStream) { HT_NO_CUDA(); }
+void avgpool2d_forward(float*, const float*, const Pool2dGeom&, CudaStream) { HT_NO_CUDA(); }
+void avgpool2d_backward(float*, const float*, const float*, const Pool2dGeom&, CudaStream) { HT_NO_CUDA(); }
 void global_avgpool_forward(float*, const float*, int, int, int, CudaStream) { HT_NO_CUDA(); }
 void global_avgpool_backward(float*, const float*, int, int, int, CudaStream) { HT_NO_CUDA(); }
 void relu_forward(float*, const float*, int64_t, CudaStream) { HT_NO_CUDA(); }

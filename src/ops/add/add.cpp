@@ -1,8 +1,8 @@
 // ops/add/add.cpp — the element-wise sums' entry points and CPU implementations.
 #include "ops/add/add.hpp"
 
-#include "cpu/for_slices.hpp"
-#include "cpu/vector_clones.hpp"
+#include "ops/common/for_slices.hpp"
+#include "ops/common/vector_clones.hpp"
 #include "hetrain/ops.hpp"
 
 namespace hetrain::ops {

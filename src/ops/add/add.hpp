@@ -1,6 +1,6 @@
 // ops/add — element-wise sums: the residual add, gradient accumulation, and add-then-ReLU (a residual
-// block's output). CPU: cpu::add_forward / cpu::accumulate (src/cpu/elementwise.cpp) and a fused loop;
-// CUDA: kernels/elementwise.cu, and cuDNN's ReLU after the add.
+// block's output). CPU: src/ops/add/add_cpu.cpp (cpu::add_forward, cpu::accumulate) and a fused loop in
+// add.cpp; CUDA: kernels/add.cu.
 #pragma once
 
 #include "ops/dispatch.hpp"

@@ -1,6 +1,6 @@
 // ops/batchnorm — batch normalisation per channel over N·H·W, on any device, with cpu::batchnorm_*'s
 // contract (hetrain/ops.hpp): training saves mean and 1/sqrt(var + eps) and updates the running statistics
-// as PyTorch does; eval uses the running ones. CPU: src/cpu/batchnorm.cpp; CUDA: cuDNN
+// as PyTorch does; eval uses the running ones. CPU: src/ops/batchnorm/batchnorm_cpu.cpp; CUDA: cuDNN
 // (src/cuda/batchnorm_cudnn.cpp). x and y are [N, C, H, W]; gamma, beta, statistics [C].
 #pragma once
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <string>
 
-#include "cpu/for_slices.hpp"
+#include "ops/common/for_slices.hpp"
 
 namespace hetrain::ops {
 

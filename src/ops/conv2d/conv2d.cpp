@@ -10,7 +10,7 @@ Dispatch<Conv2dFactoryFn> conv2d_impl("conv2d");
 namespace {
 class CpuConv2d : public Conv2dKernel {
  public:
-  CpuConv2d(const cpu::Conv2dGeom& g, HostScratch* scratch) : g_(g), scratch_(scratch) {
+  CpuConv2d(const Conv2dGeom& g, HostScratch* scratch) : g_(g), scratch_(scratch) {
     HT_CHECK(scratch_, "conv2d: a CPU convolution needs Conv2dOptions::scratch");
   }
   // The scratch size depends on the OpenMP thread count at the call, so it is asked each time.
@@ -22,15 +22,15 @@ class CpuConv2d : public Conv2dKernel {
   }
 
  private:
-  cpu::Conv2dGeom g_;
+  Conv2dGeom g_;
   HostScratch* scratch_;
 };
 
-std::unique_ptr<Conv2dKernel> make_cpu_conv(const cpu::Conv2dGeom& g, const Conv2dOptions& o) {
+std::unique_ptr<Conv2dKernel> make_cpu_conv(const Conv2dGeom& g, const Conv2dOptions& o) {
   return std::make_unique<CpuConv2d>(g, o.scratch);
 }
 
-bool same_geom(const cpu::Conv2dGeom& a, const cpu::Conv2dGeom& b) {
+bool same_geom(const Conv2dGeom& a, const Conv2dGeom& b) {
   return a.N == b.N && a.C == b.C && a.H == b.H && a.W == b.W && a.K == b.K && a.R == b.R && a.S == b.S &&
          a.stride == b.stride && a.pad == b.pad;
 }
@@ -39,9 +39,9 @@ float* data_or_null(const Tensor& t) { return t.defined() ? t.data() : nullptr; 
 
 HT_OP_IMPLEMENTATION(conv2d_impl, Device::CPU, make_cpu_conv);
 
-cpu::Conv2dGeom Conv2dOp::geom(const char* who, const Shape& x) const {
+Conv2dGeom Conv2dOp::geom(const char* who, const Shape& x) const {
   HT_CHECK(x.size() == 4, who, ": expected input [N, C, H, W], got ", shape_str(x));
-  cpu::Conv2dGeom g;
+  Conv2dGeom g;
   g.N = int(x[0]), g.C = int(x[1]), g.H = int(x[2]), g.W = int(x[3]);
   g.K = K_, g.R = kernel_, g.S = kernel_, g.stride = stride_, g.pad = pad_;
   HT_CHECK(g.P() > 0 && g.Q() > 0, who, ": input ", shape_str(x), " is too small for a ", kernel_, "×", kernel_,
@@ -55,7 +55,7 @@ std::atomic<int64_t> g_kernels_made{0};
 
 int64_t conv2d_kernels_made() { return g_kernels_made.load(); }
 
-Conv2dKernel& Conv2dOp::kernel_for(Device device, const cpu::Conv2dGeom& g, const Conv2dOptions& options) {
+Conv2dKernel& Conv2dOp::kernel_for(Device device, const Conv2dGeom& g, const Conv2dOptions& options) {
   if (!impl_ || impl_device_ != device || !same_geom(g, impl_geom_) || impl_precision_ != options.precision) {
     impl_.reset();  // a GPU kernel frees its workspace before the next one allocates
     impl_ = conv2d_impl.on(device)(g, options);
@@ -67,7 +67,7 @@ Conv2dKernel& Conv2dOp::kernel_for(Device device, const cpu::Conv2dGeom& g, cons
 
 void Conv2dOp::forward(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
                        const Conv2dOptions& options) {
-  const cpu::Conv2dGeom g = geom("conv2d_forward", x.shape());
+  const Conv2dGeom g = geom("conv2d_forward", x.shape());
   check_shape("conv2d_forward", "weight", w, {g.K, g.C, g.R, g.S});
   check_shape("conv2d_forward", "output", y, {g.N, g.K, g.P(), g.Q()});
   if (b.defined()) check_shape("conv2d_forward", "bias", b, {g.K});
@@ -77,7 +77,7 @@ void Conv2dOp::forward(const Tensor& y, const Tensor& x, const Tensor& w, const 
 
 void Conv2dOp::backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy, const Tensor& x,
                         const Tensor& w, const Conv2dOptions& options) {
-  const cpu::Conv2dGeom g = geom("conv2d_backward", x.shape());
+  const Conv2dGeom g = geom("conv2d_backward", x.shape());
   check_shape("conv2d_backward", "output gradient", dy, {g.N, g.K, g.P(), g.Q()});
   check_shape("conv2d_backward", "weight gradient", dw, w.shape());
   if (dx.defined()) check_shape("conv2d_backward", "input gradient", dx, x.shape());

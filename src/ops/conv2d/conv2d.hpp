@@ -1,6 +1,6 @@
 // ops/conv2d — 2-D convolution on any device, with cpu::conv2d_*'s contract (hetrain/ops.hpp): x [N, C, H, W],
 // w [K, C, R, S], optional bias [K], y [N, K, P, Q]; backward overwrites dx (when defined) and accumulates
-// dw and db. CPU: oneDNN or im2col + GEMM (src/cpu/conv2d.cpp, src/cpu/dnnl/); CUDA: cuDNN
+// dw and db. CPU: oneDNN or im2col + GEMM (conv2d_cpu.cpp, dnnl/ in this folder); CUDA: cuDNN
 // (src/cuda/conv_cudnn.cpp). Unlike the element-wise ops a convolution keeps state between calls — cuDNN's
 // descriptors, chosen algorithms and workspace — so its entry point is an object, one per layer.
 #pragma once
@@ -40,7 +40,7 @@ class Conv2dKernel {
   virtual void forward(float* y, const float* x, const float* w, const float* b) = 0;
   virtual void backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w) = 0;
 };
-using Conv2dFactoryFn = std::unique_ptr<Conv2dKernel>(const cpu::Conv2dGeom& g, const Conv2dOptions& options);
+using Conv2dFactoryFn = std::unique_ptr<Conv2dKernel>(const Conv2dGeom& g, const Conv2dOptions& options);
 extern Dispatch<Conv2dFactoryFn> conv2d_impl;
 
 // Convolution kernels made so far in this process, on any device: one per layer whenever its input shape
@@ -58,17 +58,17 @@ class Conv2dOp {
   Conv2dOp(int out_channels, int kernel, int stride, int pad)
       : K_(out_channels), kernel_(kernel), stride_(stride), pad_(pad) {}
   // The geometry for input shape x; throws naming `who` when x is not [N, C, H, W] or too small.
-  cpu::Conv2dGeom geom(const char* who, const Shape& x) const;
+  Conv2dGeom geom(const char* who, const Shape& x) const;
   void forward(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& options);
   void backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy, const Tensor& x,
                 const Tensor& w, const Conv2dOptions& options);
 
  private:
-  Conv2dKernel& kernel_for(Device device, const cpu::Conv2dGeom& g, const Conv2dOptions& options);
+  Conv2dKernel& kernel_for(Device device, const Conv2dGeom& g, const Conv2dOptions& options);
   int K_, kernel_, stride_, pad_;
   std::unique_ptr<Conv2dKernel> impl_;
   Device impl_device_ = Device::CPU;
-  cpu::Conv2dGeom impl_geom_;
+  Conv2dGeom impl_geom_;
   Precision impl_precision_ = Precision::FP32;
 };
 

@@ -1,7 +1,7 @@
 // ops/detect_rows/detect_rows.cpp — the Detect head's layout change on the CPU, and its Tensor-level entry points.
 #include "ops/detect_rows/detect_rows.hpp"
 
-#include "cpu/for_slices.hpp"
+#include "ops/common/for_slices.hpp"
 
 namespace hetrain::ops {
 

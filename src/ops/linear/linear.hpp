@@ -1,4 +1,4 @@
-// ops/linear — the dense layer's products on any device. CPU: cpu::linear_* (src/cpu/linear.cpp, fixed
+// ops/linear — the dense layer's products on any device. CPU: cpu::linear_* (src/ops/linear/linear_cpu.cpp, fixed
 // 16-row blocks); CUDA: cuda::linear_* (cuBLAS, src/cuda/linear_cublas.cpp).
 #pragma once
 

@@ -18,7 +18,7 @@ void maxpool_forward_cpu(const Tensor& y, const Tensor& x, MaxPoolSaved& saved, 
 void maxpool_backward_cpu(const Tensor& dx, const Tensor& dy, MaxPoolSaved& saved) {
   cpu::maxpool2d_backward(dx.data(), dy.data(), saved.argmax.data(), saved.geom);
 }
-void avgpool_backward_cpu(float* dx, const float* dy, const float*, const cpu::Pool2dGeom& g) {
+void avgpool_backward_cpu(float* dx, const float* dy, const float*, const Pool2dGeom& g) {
   cpu::avgpool2d_backward(dx, dy, g);
 }
 }  // namespace
@@ -30,9 +30,9 @@ HT_OP_IMPLEMENTATION(avgpool2d_backward_impl, Device::CPU, avgpool_backward_cpu)
 HT_OP_IMPLEMENTATION(global_avgpool_forward_impl, Device::CPU, cpu::global_avgpool_forward<float>);
 HT_OP_IMPLEMENTATION(global_avgpool_backward_impl, Device::CPU, cpu::global_avgpool_backward<float>);
 
-cpu::Pool2dGeom pool_geom(const char* op, const Shape& x, const PoolWindow& w) {
+Pool2dGeom pool_geom(const char* op, const Shape& x, const PoolWindow& w) {
   HT_CHECK(x.size() == 4, op, ": expected input [N, C, H, W], got ", shape_str(x));
-  cpu::Pool2dGeom g;
+  Pool2dGeom g;
   g.N = int(x[0]), g.C = int(x[1]), g.H = int(x[2]), g.W = int(x[3]);
   g.kernel = w.kernel, g.stride = w.stride, g.pad = w.pad;
   HT_CHECK(g.P() > 0 && g.Q() > 0, op, ": input ", shape_str(x), " is too small for a ", w.kernel, "×", w.kernel,
@@ -41,7 +41,7 @@ cpu::Pool2dGeom pool_geom(const char* op, const Shape& x, const PoolWindow& w) {
 }
 
 Shape pool_output_shape(const char* op, const Shape& x, const PoolWindow& w) {
-  const cpu::Pool2dGeom g = pool_geom(op, x, w);
+  const Pool2dGeom g = pool_geom(op, x, w);
   return {g.N, g.C, g.P(), g.Q()};
 }
 
@@ -58,7 +58,7 @@ void maxpool2d_forward(const Tensor& y, const Tensor& x, const PoolWindow& windo
 void maxpool2d_backward(const Tensor& dx, const Tensor& dy, MaxPoolSaved& saved) {
   const char* op = "maxpool2d_backward";
   HT_CHECK(saved.valid, op, ": no saved forward (each forward kept for backward allows one backward)");
-  const cpu::Pool2dGeom& g = saved.geom;
+  const Pool2dGeom& g = saved.geom;
   check_shape(op, "input gradient", dx, {g.N, g.C, g.H, g.W});
   check_shape(op, "output gradient", dy, {g.N, g.C, g.P(), g.Q()});
   maxpool2d_backward_impl.on(common_device(op, {&dx, &dy}))(dx, dy, saved);
@@ -67,14 +67,14 @@ void maxpool2d_backward(const Tensor& dx, const Tensor& dy, MaxPoolSaved& saved)
 
 void avgpool2d_forward(const Tensor& y, const Tensor& x, const PoolWindow& window) {
   const char* op = "avgpool2d_forward";
-  const cpu::Pool2dGeom g = pool_geom(op, x.shape(), window);
+  const Pool2dGeom g = pool_geom(op, x.shape(), window);
   check_shape(op, "output", y, {g.N, g.C, g.P(), g.Q()});
   avgpool2d_forward_impl.on(common_device(op, {&y, &x}))(y.data(), x.data(), g);
 }
 
 void avgpool2d_backward(const Tensor& dx, const Tensor& dy, const Tensor& x, const PoolWindow& window) {
   const char* op = "avgpool2d_backward";
-  const cpu::Pool2dGeom g = pool_geom(op, x.shape(), window);
+  const Pool2dGeom g = pool_geom(op, x.shape(), window);
   check_shape(op, "input gradient", dx, x.shape());
   check_shape(op, "output gradient", dy, {g.N, g.C, g.P(), g.Q()});
   avgpool2d_backward_impl.on(common_device(op, {&dx, &dy, &x}))(dx.data(), dy.data(), x.data(), g);

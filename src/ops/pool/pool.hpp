@@ -1,5 +1,5 @@
-// ops/pool — max, average and global average pooling on any device. CPU: cpu::*pool* (src/cpu/pool2d.cpp);
-// CUDA: cuDNN pooling (src/cuda/pool2d_cudnn.cpp) and kernels/global_avgpool.cu. Square windows, floor
+// ops/pool — max, average and global average pooling on any device. CPU: cpu::*pool* (src/ops/pool/pool_cpu.cpp);
+// CUDA: cuDNN pooling (src/cuda/pool2d_cudnn.cpp) and kernels/pool.cu. Square windows, floor
 // output size, pad ≤ kernel/2; average pooling counts padding as zeros (PyTorch's count_include_pad=True).
 #pragma once
 
@@ -15,13 +15,13 @@ struct PoolWindow {
   int kernel = 2, stride = 2, pad = 0;
 };
 // The geometry of `window` over x [N, C, H, W]; throws naming `op` when x is not 4-D or too small.
-cpu::Pool2dGeom pool_geom(const char* op, const Shape& x, const PoolWindow& window);
+Pool2dGeom pool_geom(const char* op, const Shape& x, const PoolWindow& window);
 Shape pool_output_shape(const char* op, const Shape& x, const PoolWindow& window);  // [N, C, P, Q]
 
 // What max pooling's backward needs from its forward, which differs by device: the CPU keeps where each
 // maximum came from, cuDNN finds them again from the forward's input and output.
 struct MaxPoolSaved {
-  cpu::Pool2dGeom geom;
+  Pool2dGeom geom;
   std::vector<int32_t> argmax;  // CPU
   Tensor x, y;                  // CUDA
   bool valid = false;
@@ -42,8 +42,8 @@ void global_avgpool_backward(const Tensor& dx, const Tensor& dy);
 
 using MaxPoolForwardFn = void(const Tensor& y, const Tensor& x, MaxPoolSaved& saved, bool for_backward);
 using MaxPoolBackwardFn = void(const Tensor& dx, const Tensor& dy, MaxPoolSaved& saved);
-using AvgPoolForwardFn = void(float* y, const float* x, const cpu::Pool2dGeom& g);
-using AvgPoolBackwardFn = void(float* dx, const float* dy, const float* x, const cpu::Pool2dGeom& g);
+using AvgPoolForwardFn = void(float* y, const float* x, const Pool2dGeom& g);
+using AvgPoolBackwardFn = void(float* dx, const float* dy, const float* x, const Pool2dGeom& g);
 using GlobalPoolFn = void(float* out, const float* in, int N, int C, int HW);
 extern Dispatch<MaxPoolForwardFn> maxpool2d_forward_impl;
 extern Dispatch<MaxPoolBackwardFn> maxpool2d_backward_impl;

@@ -1,24 +1,42 @@
-// ops/relu/relu.cpp — ReLU's entry points and its CPU implementation (cpu::relu_*).
+// ops/relu/relu.cpp — ReLU's entry points and CPU implementation (also cpu::relu_* of hetrain/ops.hpp).
 #include "ops/relu/relu.hpp"
 
 #include "hetrain/ops.hpp"
+#include "ops/common/unary_cpu.hpp"
 
 namespace hetrain::ops {
+namespace {
+struct ReluCpu {
+  template <typename T>
+  T operator()(T x) const {
+    return x > T(0) ? x : T(0);
+  }
+  template <typename T>
+  T operator()(T dy, T y) const {
+    return y > T(0) ? dy : T(0);
+  }
+};
+}  // namespace
 
-Dispatch<ReluFn> relu_forward_impl("relu_forward");
-Dispatch<ReluBackwardFn> relu_backward_impl("relu_backward");
-HT_OP_IMPLEMENTATION(relu_forward_impl, Device::CPU, cpu::relu_forward<float>);
-HT_OP_IMPLEMENTATION(relu_backward_impl, Device::CPU, cpu::relu_backward<float>);
+UnaryOp relu_op("relu_forward", "relu_backward", "saved output");
+HT_UNARY_CPU(relu_op, ReluCpu);
 
-void relu_forward(const Tensor& y, const Tensor& x) {
-  check_shape("relu_forward", "output", y, x.shape());
-  relu_forward_impl.on(common_device("relu_forward", {&y, &x}))(y.data(), x.data(), x.numel());
-}
-
-void relu_backward(const Tensor& dx, const Tensor& dy, const Tensor& y) {
-  check_shape("relu_backward", "input gradient", dx, dy.shape());
-  check_shape("relu_backward", "saved output", y, dy.shape());
-  relu_backward_impl.on(common_device("relu_backward", {&dx, &dy, &y}))(dx.data(), dy.data(), y.data(), dy.numel());
-}
+void relu_forward(const Tensor& y, const Tensor& x) { relu_op.forward(y, x); }
+void relu_backward(const Tensor& dx, const Tensor& dy, const Tensor& y) { relu_op.backward(dx, dy, y); }
 
 }  // namespace hetrain::ops
+
+namespace hetrain::cpu {
+template <typename T>
+void relu_forward(T* out, const T* in, int64_t n) {
+  ops::unary_forward_cpu<ops::ReluCpu>(out, in, n);
+}
+template <typename T>
+void relu_backward(T* din, const T* dout, const T* out, int64_t n) {
+  ops::unary_backward_cpu<ops::ReluCpu>(din, dout, out, n);
+}
+template void relu_forward<float>(float*, const float*, int64_t);
+template void relu_forward<double>(double*, const double*, int64_t);
+template void relu_backward<float>(float*, const float*, const float*, int64_t);
+template void relu_backward<double>(double*, const double*, const double*, int64_t);
+}  // namespace hetrain::cpu

@@ -1,5 +1,5 @@
 // ops/scale — x ← a·x in place, on any device. Used to take a loss scale back out of a gradient that no
-// reduction weights (docs/precision.md). CPU: a plain loop here; CUDA: cuda::scale (kernels/elementwise.cu).
+// reduction weights (docs/precision.md). CPU: a plain loop here; CUDA: kernels/scale.cu.
 #pragma once
 
 #include "ops/dispatch.hpp"

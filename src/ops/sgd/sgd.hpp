@@ -2,7 +2,7 @@
 //   g ← grad + decay[i]·p;  v ← μ·v + g;  step = nesterov ? g + μ·v : v;  p ← p − lr·step
 // decay holds each element's weight-decay factor (wd, or 0 for exempt parameters). CPU: plain loops here
 // (no vector clones and no FMA: every rank, CPU or GPU, must round the update alike — docs/cpu-performance.md);
-// CUDA: one fused kernel (kernels/sgd_update.cu).
+// CUDA: one fused kernel (kernels/sgd.cu).
 #pragma once
 
 #include "ops/dispatch.hpp"

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "cpu/for_slices.hpp"
+#include "ops/common/for_slices.hpp"
 
 namespace hetrain::ops {
 
