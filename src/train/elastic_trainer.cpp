@@ -12,8 +12,9 @@
 //
 // No rank waits for another without a bound (--stall-timeout): the members of a group meet in a
 // dist::StepArrival each local step (it names a member that does not come), all ranks meet in one at the
-// validation points and at the end, rank 0 (and rank 1, for rank 0) watches every rank's local steps in the
-// shared counter, and a watchdog thread ends a rank whose own step blocks for too long.
+// validation points and at the end, every rank watches every rank's local steps in the shared counter (the
+// lowest rank that is not stalled names the stalled ones), and a watchdog thread ends a rank whose own
+// step blocks for too long.
 #include <mpi.h>
 
 #include <algorithm>
@@ -21,9 +22,9 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
-#include <limits>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,21 +33,20 @@
 #include "hetrain/nn.hpp"
 #include "hetrain/optim.hpp"
 #include "hetrain/train.hpp"
-#include "ops/conv2d/conv2d.hpp"
 #include "ops/scale/scale.hpp"
 #include "train/checkpointer.hpp"
 #include "train/evaluate.hpp"
 #include "train/local_step.hpp"
 #include "train/outputs.hpp"
 #include "train/report.hpp"
+#include "train/running_stats.hpp"
 #include "train/setup.hpp"
+#include "train/shared_step.hpp"
+#include "train/shares.hpp"
 #include "train/stop_signals.hpp"
 
 namespace hetrain::train {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Ranks within this factor of the fastest of their group share a group under --groups speed (measured
 // rates of equal ranks differed by up to 30% with 4 ranks on 2 busy cores).
@@ -117,7 +117,7 @@ class ElasticTrainer {
     dist::SampleCounter& counter = *counter_window;
     // Other ranks' reads and pushes aimed at this one progress while it computes: MPI is polled between layers.
     dist::RmaProgress progress(world_.comm());
-    nn::set_between_layers_hook(&dist::RmaProgress::poll);
+    std::optional<BetweenLayersHook> poll_between_layers(std::in_place, &dist::RmaProgress::poll);
     center_ = &center;
     counter_ = &counter;
 
@@ -190,7 +190,7 @@ class ElasticTrainer {
     if (on_gpu()) params.values().copy_from(host);  // on the CPU, host is the parameters themselves
     center_ = nullptr;
     counter_ = nullptr;
-    nn::set_between_layers_hook(nullptr);
+    poll_between_layers.reset();
     progress.close();
     counter.close();
     center.close();
@@ -206,7 +206,7 @@ class ElasticTrainer {
     HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &all[1], 1, MPI_DOUBLE, MPI_MAX, world_.comm()));
     result.samples_per_second = all[1] > 0 ? all[0] / all[1] : 0;
     if (s_.val) {
-      const EvalTotals e = train::evaluate(*s_.model, *s_.val, s_.val_input.get(), world_.comm(), 256);
+      const EvalTotals e = validate(s_, world_.comm());
       result.val_accuracy = e.headline();
       if (world_.rank() == 0 && !cfg_.quiet)
         print_validation(samples_done, s_.train->info().num_samples, train_seconds, e);
@@ -222,20 +222,6 @@ class ElasticTrainer {
   }
 
  private:
-  // The samples at global positions [first, first + n) of the concatenated epoch orders.
-  std::vector<std::pair<int64_t, std::vector<int64_t>>> samples_at(int64_t first, int64_t n) const {
-    const int64_t per_epoch = s_.train->info().num_samples;
-    std::vector<std::pair<int64_t, std::vector<int64_t>>> out;  // (epoch, indices), one per epoch touched
-    while (n > 0) {
-      const int64_t epoch = first / per_epoch, position = first % per_epoch;
-      const int64_t take = std::min(n, per_epoch - position);
-      out.push_back({epoch, s_.plan->span(epoch, position, take)});
-      first += take;
-      n -= take;
-    }
-    return out;
-  }
-
   bool on_gpu() const { return s_.device_kind == Device::CUDA; }
 
   // Collective: the center evaluated at every validation point not after `position` (and before the
@@ -255,7 +241,7 @@ class ElasticTrainer {
       center_->read(host.data());
       if (on_gpu()) params.values().copy_from(host);
       sync_running_stats();
-      const EvalTotals e = train::evaluate(*s_.model, *s_.val, s_.val_input.get(), world_.comm(), 256);
+      const EvalTotals e = validate(s_, world_.comm());
       params.values().copy_from(values);
       params.states().copy_from(states);
       const double clock = seconds_since(run_start_) - validation_seconds_;
@@ -269,48 +255,19 @@ class ElasticTrainer {
     }
   }
 
-  // One local step of this rank inside its group's claim [first, first + n).
+  // One local step of this rank inside its group's claim [first, first + n): its share's forward and
+  // backward, the group's weighted reduction, the update, the group's rebalance.
   void train_local_step(int64_t first, int64_t n) {
-    auto step_start = Clock::now();
-    // Members take consecutive shares of the claim; a short last claim leaves the last members less.
-    int64_t offset = 0;
-    for (int m = 0; m < group_rank_; ++m) offset += member_batches_[size_t(m)];
-    const int64_t b = std::max<int64_t>(0, std::min(member_batches_[size_t(group_rank_)], n - offset));
-    std::vector<int64_t> indices;
-    for (auto& [epoch, part] : samples_at(first + std::min(offset, n), b)) {
-      outputs_.log_samples(epoch, part);
-      indices.insert(indices.end(), part.begin(), part.end());
-    }
-    const int64_t epoch = first / s_.train->info().num_samples;
-    const uint64_t aug_seed = cfg_.seed * 0x9e3779b97f4a7c15ull + uint64_t(epoch) * 1000003ull;
-    s_.train->submit(std::move(indices), cfg_.augment, aug_seed,
-                     on_gpu() ? data::BatchForm::Raw : data::BatchForm::Float);
-    data::Batch batch = s_.train->next();
-    DeviceInput::Uploaded input;
-    if (on_gpu()) input = s_.input->upload(batch);
-    const double wait = seconds_since(step_start);
-    window_wait_ += wait;
-    step_stats_.wait_us += micros(wait);
-    HT_CHECK(!(world_.rank() == s_.fail_rank && local_steps_ == s_.fail_step),
-             "failure injected by --debug-fail-at at local step ", local_steps_);
-
-    auto compute_start = Clock::now();
-    const double cpu_start = dist::SpeedEmulator::thread_cpu_seconds();
-    const int64_t kernels_before = ops::conv2d_kernels_made();
+    const Share share = member_share(member_batches_, group_rank_, n);
+    const int64_t b = share.count;
+    const StepInput in = take_batch(first, share);
     // fp16 ranks scale their loss (train/loss_scale.hpp); --debug-overflow-at makes the gradient NaN/Inf.
-    const double rank_scale = s_.precision == Precision::FP16 ? s_.loss_scaler.scale() : 1.0;
-    const bool inject_overflow = world_.rank() == s_.overflow_rank && local_steps_ == s_.overflow_step;
-    const float loss_scale = inject_overflow ? std::numeric_limits<float>::infinity() : float(rank_scale);
-    const LocalOutcome local = local_step_.run(batch, input, b, {}, {}, loss_scale);
-    double compute = seconds_since(compute_start);
-    // Emulated speed changes (--emulate-schedule) happen at the same global step in every mode. The
-    // process's first local step, and a step that made kernels for a new batch size (JIT, cuDNN's search),
-    // are set-up: neither emulated nor a sample of this rank's speed (dist/emulate.hpp).
-    const bool setup = local_steps_ == 0 || ops::conv2d_kernels_made() != kernels_before;
-    const double device_seconds = on_gpu() ? compute : dist::SpeedEmulator::thread_cpu_seconds() - cpu_start;
-    compute += s_.emulator.apply(world_.rank(), first / cfg_.global_batch, device_seconds, setup);
-    if (group_balancer_ && !setup)
-      group_balancer_->record(b, compute);
+    const BackwardScale scale = backward_scale(s_, world_.rank(), local_steps_);
+    ComputeClock clock;
+    const LocalOutcome local = local_step_.run(in.batch, in.uploaded, b, {}, {}, scale.loss_scale);
+    // Emulated speed changes (--emulate-schedule) happen at the same global step in every mode.
+    const double compute = clock.stop(s_, world_.rank(), first / cfg_.global_batch, local_steps_ == 0);
+    if (group_balancer_ && !clock.setup()) group_balancer_->record(b, compute);
     window_compute_ += compute;
     step_stats_.compute_us += micros(compute);
     step_stats_.samples += b;
@@ -319,8 +276,54 @@ class ElasticTrainer {
     // one step behind the members that wait for it (the stall watch names the one behind).
     publish_step();
 
+    reduce_in_group(b, n, scale.rank_scale);
+    const bool skipped = overflowed();  // its samples count as trained, as in the synchronous mode
+    // The learning rate follows the samples consumed by all groups, in steps of the global batch.
+    const int64_t step = std::min(first / cfg_.global_batch, s_.total_steps - 1);
+    window_lr_ = s_.schedule->at(step);
+    // The members of a group stay identical replicas.
+    apply_update(s_, window_lr_, skipped, cfg_.debug_consistency && group_size_ > 1, group_,
+                 "parameters within a hybrid group");
+    rebalance_group();
+    ++local_steps_;
+    trained_samples_ += b;
+    last_step_samples_ = b;
+    window_loss_ += local.loss_sum;
+    window_correct_ += local.correct;
+    window_count_ += double(b);
+  }
+
+  struct StepInput {
+    data::Batch batch;              // CPU ranks
+    DeviceInput::Uploaded uploaded;  // GPU ranks
+  };
+  // This member's share of the claim starting at `first`, read now (the wait is data wait).
+  StepInput take_batch(int64_t first, const Share& share) {
+    const auto start = Clock::now();
+    std::vector<int64_t> indices;
+    for (const EpochPart& part : parts_by_epoch(first + share.offset, share.count, s_.train->info().num_samples)) {
+      std::vector<int64_t> span = s_.plan->span(part.epoch, part.position, part.count);
+      outputs_.log_samples(part.epoch, span);
+      indices.insert(indices.end(), span.begin(), span.end());
+    }
+    const int64_t epoch = first / s_.train->info().num_samples;
+    s_.train->submit(std::move(indices), cfg_.augment, augmentation_seed(cfg_.seed, epoch),
+                     on_gpu() ? data::BatchForm::Raw : data::BatchForm::Float);
+    StepInput in;
+    in.batch = s_.train->next();
+    if (on_gpu()) in.uploaded = s_.input->upload(in.batch);
+    const double wait = seconds_since(start);
+    window_wait_ += wait;
+    step_stats_.wait_us += micros(wait);
+    check_injected_failure(s_, world_.rank(), local_steps_, "local step");
+    return in;
+  }
+
+  // The group's gradient, weighted by each member's share of the claim of n samples; a rank alone only
+  // takes its loss scale back out.
+  void reduce_in_group(int64_t b, int64_t n, double rank_scale) {
     nn::ParamBuffer& params = s_.model->params();
-    if (group_comm_) {  // the group's gradient, weighted by each member's share of the claim
+    if (group_comm_) {
       auto comm_start = Clock::now();
       group_comm_->weighted_allreduce(params.grads().data(), params.count(), double(b) / double(n) / rank_scale);
       const double comm = seconds_since(comm_start);
@@ -329,40 +332,20 @@ class ElasticTrainer {
     } else if (rank_scale != 1.0) {
       ops::scale(params.grads(), float(1.0 / rank_scale));  // a power of two: exact
     }
-    const bool skipped = skip_for_overflow();  // its samples count as trained, as in the synchronous mode
-    // The learning rate follows the samples consumed by all groups, in steps of the global batch.
-    const int64_t step = std::min(first / cfg_.global_batch, s_.total_steps - 1);
-    window_lr_ = s_.schedule->at(step);
-    if (!skipped) s_.sgd->step(params, window_lr_);
-    if (cfg_.debug_consistency && group_size_ > 1) {  // the members of a group stay identical replicas
-      const Tensor values = params.values().to(Device::CPU);
-      dist::check_identical(group_, values.data(), params.count(), "parameters within a hybrid group");
-    }
-    rebalance_group();
-    ++local_steps_;
-    trained_samples_ += b;
-    window_loss_ += local.loss_sum;
-    window_correct_ += local.correct;
-    window_count_ += double(b);
   }
 
   // fp16 (or an injected overflow): a local step whose gradient has NaN/Inf values is skipped and the scale
   // halved. The members of a hybrid group reduced to the same gradient, so they all decide alike without
   // asking each other. Other modes' ranks train on, as they always have, when no overflow was injected.
-  bool skip_for_overflow() {
+  bool overflowed() {
     if (!s_.loss_scaler.active() && s_.overflow_rank < 0) return false;
     const int64_t nonfinite = count_nonfinite(s_.model->params().grads());
     const std::string where = (group_size_ > 1 ? "group " + std::to_string(group_number(leader_))
                                                : "rank " + std::to_string(world_.rank())) +
                               ", local step " + std::to_string(local_steps_);
-    const LossScaler::Verdict verdict = s_.loss_scaler.update(nonfinite > 0);
-    if (verdict == LossScaler::Verdict::GiveUp) HT_THROW(nonfinite_gradient_error(where, nonfinite, s_.loss_scaler));
-    if (verdict != LossScaler::Verdict::Skip) return false;
+    if (!skip_for_overflow(s_.loss_scaler, nonfinite, where, /*agreed=*/false, group_rank_ == 0 && !cfg_.quiet))
+      return false;
     step_stats_.skipped += 1;
-    if (group_rank_ == 0 && !cfg_.quiet) {
-      std::printf("%s\n", skipped_step_text(where, s_.loss_scaler).c_str());
-      std::fflush(stdout);
-    }
     return true;
   }
 
@@ -440,7 +423,7 @@ class ElasticTrainer {
   // mode's group of one. Collective.
   MPI_Comm make_group_comm() {
     int color = world_.rank();
-    if (cfg_.mode == "hybrid") {
+    if (s_.mode == Mode::Hybrid) {
       if (cfg_.groups == "speed") {
         speeds_.assign(size_t(world_.size()), 0.0);
         const double mine = measure_speed();
@@ -557,7 +540,7 @@ class ElasticTrainer {
     const std::vector<dist::SampleCounter::RankStats> stats = counter_->stats();
     const int n = world_.size();
     ElasticRecord rec;
-    rec.mode = cfg_.mode;
+    rec.mode = mode_name(s_.mode);
     rec.samples = position;
     rec.step = position / cfg_.global_batch;
     const int64_t per_epoch = s_.train->info().num_samples;
@@ -594,7 +577,7 @@ class ElasticTrainer {
     if (print) {
       const double rate = seconds > 0 ? double(position - report_position_) / seconds : 0;
       std::string groups;  // hybrid: each group's rate since the last line
-      if (cfg_.mode == "hybrid") {
+      if (s_.mode == Mode::Hybrid) {
         for (int r = 0; r < n; ++r) {
           if (leaders_[size_t(r)] != r) continue;
           char part[64];
@@ -657,7 +640,7 @@ class ElasticTrainer {
 
   void announce() {
     const std::string table =
-        world_.rank_table(cfg_.mode == "hybrid" ? s_.device + ", group " + std::to_string(group_number(leader_)) : s_.device);
+        world_.rank_table(s_.mode == Mode::Hybrid ? s_.device + ", group " + std::to_string(group_number(leader_)) : s_.device);
     std::vector<int64_t>& batches = all_batches_;
     batches.resize(size_t(world_.size()));
     HT_MPI_CHECK(MPI_Allgather(&local_batch_, 1, MPI_INT64_T, batches.data(), 1, MPI_INT64_T, world_.comm()));
@@ -666,7 +649,7 @@ class ElasticTrainer {
     print_notes(s_.notes);
     if (!cfg_.quiet) {
       const auto& info = s_.train->info();
-      std::printf("hetrain: %d rank(s), mode %s\n%s", world_.size(), cfg_.mode.c_str(), table.c_str());
+      std::printf("hetrain: %d rank(s), mode %s\n%s", world_.size(), mode_name(s_.mode), table.c_str());
       std::printf("data: %s — %lld samples, %dx%dx%d, %d classes\n", info.path.c_str(), (long long)info.num_samples,
                   info.channels, info.height, info.width, info.num_classes);
       std::printf("model: %s, %lld parameters; %d epoch(s) = %lld samples, lr schedule in steps of %lld samples, "
@@ -698,11 +681,10 @@ class ElasticTrainer {
     std::fflush(stdout);
   }
 
-  // Batch-norm running statistics: every rank saw its own samples; the model keeps their plain mean.
+  // Batch-norm running statistics: every rank saw its own samples; one set by the rule of every mode
+  // (train/running_stats.hpp), each rank weighted by the samples of its last local step.
   void sync_running_stats() {
-    nn::ParamBuffer& params = s_.model->params();
-    if (params.state_count() == 0) return;
-    s_.comm->weighted_allreduce(params.states().data(), params.state_count(), 1.0 / double(world_.size()));
+    average_running_stats(*s_.comm, world_.comm(), s_.model->params(), last_step_samples_, cfg_.debug_consistency);
   }
 
   void save_checkpoint(int64_t samples_done) {
@@ -724,7 +706,7 @@ class ElasticTrainer {
     if (world_.rank() != 0) return;
     if (s_.loss_scaler.active() && !cfg_.quiet)
       std::printf("fp16: %lld local step(s) skipped for overflow over all %s, rank 0's loss scale %g\n",
-                  (long long)skipped, cfg_.mode == "hybrid" ? "groups" : "ranks", s_.loss_scaler.scale());
+                  (long long)skipped, s_.mode == Mode::Hybrid ? "groups" : "ranks", s_.loss_scaler.scale());
     if (stopped)
       std::printf("stopped after %lld of %lld samples (stop signal)%s\n", (long long)samples_done_,
                   (long long)total_samples_, checkpointer_.enabled() ? "; continue with --resume auto" : "");
@@ -761,7 +743,7 @@ class ElasticTrainer {
   std::vector<int64_t> all_batches_;  // every rank's local batch
   dist::SampleCounter::RankStats step_stats_;  // this rank's last local step, published after it
   std::vector<dist::SampleCounter::RankStats> report_stats_;  // rank 0: every rank's row at the last line
-  std::vector<int64_t> beats_;       // ranks 0 and 1: the local steps last seen of each rank
+  std::vector<int64_t> beats_;       // the local steps last seen of each rank
   std::vector<Clock::time_point> beat_times_;  // ... and when they last changed
   Clock::time_point last_heartbeat_read_{};
   bool unpushed_ = false;            // group leaders: a claim not yet pushed into the center
@@ -777,6 +759,7 @@ class ElasticTrainer {
   std::vector<float> center_values_, delta_;
   bool stop_sent_ = false;
   int64_t local_steps_ = 0, trained_samples_ = 0, pushes_ = 0;
+  int64_t last_step_samples_ = 0;  // this rank's samples in its last local step (the weight of its BN statistics)
   double staleness_sum_ = 0;
   double slowest_center_op_ = 0;  // seconds: the longest center read or push of this rank
   double window_loss_ = 0, window_correct_ = 0, window_count_ = 0, last_window_loss_ = 0;
