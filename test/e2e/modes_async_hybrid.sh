@@ -70,7 +70,7 @@ stop_async() {
     local launcher=$!
     for _ in $(seq 300); do grep -q "^elastic averaging" "$out" 2>/dev/null && break; sleep 0.1; done
     sleep 0.5
-    pkill -USR1 -x mpirun
+    pkill -USR1 -P $launcher -x mpirun  # this run's launcher only, not every mpirun on the machine
     wait $launcher; rc=$?
     [ $rc -eq 0 ] && grep -q '^done:' "$out" || return $rc
     echo "note: the run ended before the stop signal came (try $try); trying again"

@@ -1,8 +1,12 @@
 // What every mode shares (src/train/mode.cpp, shared_step.cpp, running_stats.cpp): the mode's names, the
-// one augmentation seed, and the weights of the batch-norm statistics' average.
+// one augmentation seed, the weights of the batch-norm statistics' average, and the per-step plumbing:
+// injected failures and overflows, the backward loss scale, the overflow verdict, the compute clock.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "hetrain/error.hpp"
+#include "hetrain/precision.hpp"
 #include "train/mode.hpp"
 #include "train/running_stats.hpp"
 #include "train/shared_step.hpp"
@@ -42,4 +46,60 @@ TEST(RunningStatsWeight, IsTheShareOfTheLastStepsSamples) {
   // Equal shares give exactly the plain mean the asynchronous modes used before the rule was shared.
   EXPECT_EQ(running_stats_weight(16, 48), 1.0 / 3.0);
   EXPECT_EQ(running_stats_weight(24, 24 * 7), 1.0 / 7.0);
+}
+
+TEST(InjectedFailure, ThrowsOnlyOnItsRankAndStep) {
+  train::Setup s;
+  s.fail_rank = 1, s.fail_step = 3;
+  EXPECT_NO_THROW(check_injected_failure(s, 0, 3, "step"));
+  EXPECT_NO_THROW(check_injected_failure(s, 1, 2, "step"));
+  try {
+    check_injected_failure(s, 1, 3, "local step");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message(), "failure injected by --debug-fail-at at local step 3");
+  }
+}
+
+TEST(BackwardScale, IsTheFp16ScaleOrAnInjectedInfinity) {
+  train::Setup s;
+  EXPECT_EQ(backward_scale(s, 0, 0).rank_scale, 1.0);
+  EXPECT_EQ(backward_scale(s, 0, 0).loss_scale, 1.0f);
+  s.precision = Precision::FP16;
+  s.loss_scaler = LossScaler(true);
+  EXPECT_EQ(backward_scale(s, 0, 0).rank_scale, 65536.0);
+  EXPECT_EQ(backward_scale(s, 0, 0).loss_scale, 65536.0f);
+  s.overflow_rank = 2, s.overflow_step = 5;
+  const BackwardScale injected = backward_scale(s, 2, 5);
+  EXPECT_TRUE(std::isinf(injected.loss_scale));
+  EXPECT_EQ(injected.rank_scale, 65536.0) << "the reduction still divides the real scale out";
+  EXPECT_FALSE(std::isinf(backward_scale(s, 2, 4).loss_scale));
+}
+
+TEST(SkipForOverflow, Fp16SkipsAndHalvesWithoutFp16TheRunEnds) {
+  LossScaler fp16(true);
+  EXPECT_FALSE(skip_for_overflow(fp16, 0, "step 1", true, false));
+  EXPECT_TRUE(skip_for_overflow(fp16, 12, "step 2", true, false));
+  EXPECT_EQ(fp16.scale(), 32768);
+  LossScaler fp32(false);
+  EXPECT_THROW(skip_for_overflow(fp32, 3, "step 7", /*agreed=*/true, false), AgreedError);
+  try {
+    skip_for_overflow(fp32, 3, "rank 1, local step 7", /*agreed=*/false, false);
+    FAIL() << "no error";
+  } catch (const AgreedError&) {
+    FAIL() << "one rank's verdict is not agreed";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("rank 1, local step 7"), std::string::npos) << e.message();
+  }
+}
+
+TEST(ComputeClock, TheFirstStepIsSetUpAndNotEmulated) {
+  train::Setup s;  // no --emulate-speed: the emulator adds nothing
+  ComputeClock first;
+  const double t = first.stop(s, 0, 0, /*first_step=*/true);
+  EXPECT_TRUE(first.setup());
+  EXPECT_GE(t, 0.0);
+  ComputeClock later;
+  EXPECT_GE(later.stop(s, 0, 1, /*first_step=*/false, /*not_compute=*/0.0), 0.0);
+  EXPECT_FALSE(later.setup()) << "no convolution kernels were made";
 }
