@@ -78,8 +78,8 @@ void set_resume_point(const TrainConfig& cfg, Setup& s, int64_t step, int64_t po
   int64_t epoch = position / N, step_in_epoch = (position % N) / B, skip = (position % N) % B;
   if (step_in_epoch >= per_epoch) epoch += 1, step_in_epoch = 0, skip = 0;  // in an epoch's dropped tail
   s.start_sample = position;
-  s.start_step = cfg.mode == "sync" ? epoch * per_epoch + step_in_epoch : position / B;
-  s.start_skip = cfg.mode == "sync" ? skip : 0;
+  s.start_step = s.mode == Mode::Sync ? epoch * per_epoch + step_in_epoch : position / B;
+  s.start_skip = s.mode == Mode::Sync ? skip : 0;
 }
 
 RunIdentity run_identity(const TrainConfig& cfg, const Setup& s) {
@@ -218,9 +218,8 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   HT_CHECK(cfg.keep_checkpoints >= 1, "--keep-checkpoints must be at least 1, got ", cfg.keep_checkpoints);
   HT_CHECK(std::isfinite(cfg.stall_timeout) && cfg.stall_timeout >= 0, "--stall-timeout must be >= 0 seconds, got ",
            cfg.stall_timeout);
-  HT_CHECK(cfg.mode == "sync" || cfg.mode == "async" || cfg.mode == "hybrid",
-           "--mode must be sync, async or hybrid, got ", quoted(cfg.mode));
-  if (cfg.mode != "sync") {
+  s.mode = parse_mode(cfg.mode);
+  if (is_elastic(s.mode)) {
     HT_CHECK(cfg.fixed_split.empty(), "--split fixes the synchronous split; --mode ", cfg.mode,
              " has no global split (each rank takes --local-batch samples per step)");
     HT_CHECK(std::isfinite(cfg.elastic_alpha) && cfg.elastic_alpha > 0 && cfg.elastic_alpha <= 1,
@@ -229,7 +228,7 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
     HT_CHECK(cfg.local_batch >= 0, "--local-batch must not be negative, got ", cfg.local_batch);
     HT_CHECK(cfg.stop_at_step == 0, "--stop-at-step is for the synchronous mode (async ranks have no common step)");
   }
-  if (cfg.mode == "hybrid") parse_groups(cfg.groups, n);
+  if (s.mode == Mode::Hybrid) parse_groups(cfg.groups, n);
   dist::bucket_floats(cfg.bucket_mb);     // throws for a bad --bucket-mb
   dist::parse_hierarchy(cfg.hierarchical);  // throws for a bad --hierarchical
   HT_CHECK(cfg.resume != "auto" || !cfg.checkpoint_dir.empty(), "--resume auto needs --checkpoint-dir (where to look)");
@@ -475,7 +474,7 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
       s.notes.push_back(std::string("precision: --precision ") + precision_name(cfg.precision) +
                         " applies to GPU ranks; this job has none, so it computes in FP32");
   }
-  const bool overlapped = cfg.mode == "sync" && cfg.bucket_mb > 0;
+  const bool overlapped = s.mode == Mode::Sync && cfg.bucket_mb > 0;
   dist::Hierarchy hierarchy = dist::parse_hierarchy(cfg.hierarchical);
   // auto leaves started buckets flat: their three hierarchical stages advance only between layers, and that
   // exposed 38-40% of the step against 3-11% flat (docs/architecture.md, Gradient reduction).

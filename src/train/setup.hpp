@@ -15,12 +15,14 @@
 #include "train/detection.hpp"
 #include "train/device_step.hpp"
 #include "train/loss_scale.hpp"
+#include "train/mode.hpp"
 #include "train/checkpoint_lock.hpp"
 #include "train/resume.hpp"
 
 namespace hetrain::train {
 
 struct Setup {
+  Mode mode = Mode::Sync;                    // --mode, resolved once
   std::unique_ptr<BatchSource> train, val;
   std::unique_ptr<nn::Model> model;
   std::unique_ptr<data::EpochPlan> plan;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a user reads at the end of a run (README.md, "Errors"; src/apps/hetrain_main.cpp):
-#  - an error line leaves out the source location ([trainer.cpp:N]) unless --verbose asks for it;
+#  - an error line leaves out the source location ([shared_step.cpp:N]) unless --verbose asks for it;
 #  - a resume of a run that is already at its end says there was nothing left to train (sync and async),
 #    instead of a rate and a loss of 0.
 source "$(dirname "$0")/lib.sh"
@@ -16,7 +16,7 @@ line=$(failed_line --debug-fail-at 0:1)
   || fail "without --verbose: '$line'"
 echo "ok  $line"
 line=$(failed_line --debug-fail-at 0:1 --verbose)
-[[ "$line" =~ ^"hetrain: error: rank 0 on $(hostname): failure injected by --debug-fail-at at step 1 [trainer.cpp:"[0-9]+"]"$ ]] \
+[[ "$line" =~ ^"hetrain: error: rank 0 on $(hostname): failure injected by --debug-fail-at at step 1 ["[a-z_]+".cpp:"[0-9]+"]"$ ]] \
   || fail "with --verbose: '$line'"
 echo "ok  $line"
 "$HETRAIN" train "${ARGS[@]}" --verbose --print-config | grep -q '^verbose' && fail "--verbose is part of the printed configuration"

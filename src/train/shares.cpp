@@ -1,0 +1,52 @@
+#include "train/shares.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+namespace hetrain::train {
+
+std::vector<int64_t> scale_split(const std::vector<int64_t>& split, int64_t full_batch, int64_t batch) {
+  if (batch == full_batch) return split;
+  std::vector<int64_t> out(split.size());
+  std::vector<std::pair<double, size_t>> rest;
+  int64_t given = 0;
+  for (size_t r = 0; r < split.size(); ++r) {
+    double exact = double(split[r]) * batch / full_batch;
+    out[r] = static_cast<int64_t>(std::floor(exact));
+    given += out[r];
+    rest.push_back({-(exact - out[r]), r});
+  }
+  std::sort(rest.begin(), rest.end());
+  for (size_t i = 0; given < batch; ++i, ++given) out[rest[i % rest.size()].second] += 1;
+  return out;
+}
+
+int64_t share_offset(const std::vector<int64_t>& split, int rank) {
+  int64_t offset = 0;
+  for (int r = 0; r < rank; ++r) offset += split[size_t(r)];
+  return offset;
+}
+
+Share member_share(const std::vector<int64_t>& member_batches, int member, int64_t claimed) {
+  const int64_t offset = share_offset(member_batches, member);
+  Share s;
+  s.offset = std::min(offset, claimed);
+  s.count = std::max<int64_t>(0, std::min(member_batches[size_t(member)], claimed - offset));
+  return s;
+}
+
+std::vector<EpochPart> parts_by_epoch(int64_t first, int64_t n, int64_t per_epoch) {
+  std::vector<EpochPart> out;
+  while (n > 0) {
+    EpochPart p;
+    p.epoch = first / per_epoch, p.position = first % per_epoch;
+    p.count = std::min(n, per_epoch - p.position);
+    out.push_back(p);
+    first += p.count;
+    n -= p.count;
+  }
+  return out;
+}
+
+}  // namespace hetrain::train
