@@ -92,9 +92,10 @@ std::string Checkpointer::write(const CheckpointInfo& info, const nn::ParamBuffe
     });
   // A write takes as long as it takes within twice the stall timeout: the others' wait is watched, so a
   // rank 0 stopped inside it is named, and so is another rank that stopped meanwhile.
-  std::vector<double> none = {0.0};
-  meet.arrive(step, none, "the checkpoint", 2);
-  dist::agree_problem(world_.comm(), problem);
+  // The meeting's sum says whether the write failed: no unwatched collective follows it unless it did.
+  std::vector<double> failed = {problem.empty() ? 0.0 : 1.0};
+  meet.arrive(step, failed, "the checkpoint", 2);
+  if (failed[0] > 0) dist::agree_problem(world_.comm(), problem);
   meet.step_done();
   written(path, info.global_step, start);
   return path;
