@@ -15,8 +15,43 @@ export OMPI_MCA_btl=self,vader,tcp
 COMPONENTS=(-J hetrain-hetjob-test -t 5 -O -p debug -N 1 --ntasks-per-node=1 --gpus-per-node=0 --cpus-per-task=1
             : -t 5 -O -p second -N 1 --ntasks-per-node=2 --gpus-per-node=0 --cpus-per-task=1)
 at_exit 'scancel -n hetrain-hetjob-test 2>/dev/null' 
-timeout 240 sbatch --wait -o "$TMP/het.out" "${COMPONENTS[@]}" jobs/hetjob.sbatch "${ARGS[@]}" \
-  --checkpoint-dir "$TMP/ckpt" >/dev/null
+# run_hetjob OUT MARKER SBATCH-ARGS...: one job, bounded in time. Two faults of the launch stack, not of
+# hetrain, come after MARKER (the run's last line) is in OUT; each makes it return 200, for the caller to
+# try the job once more:
+# - Slurm before 24.05.4 can leave srun hanging after every task of a heterogeneous step has ended (a race in
+#   its mpi/pmix plugin; the sbatch script prints a note): no hetrain rank alive for 30 s, srun still there.
+# - Open MPI 4.1's TCP transport now and then crashes inside MPI_Finalize (mca_btl_tcp_finalize) on this
+#   one-machine, two-"node" setup under load: about 1 run in 10 here, on any rank.
+# A hetrain rank still alive at the time limit, or any other failure, is never excused.
+run_hetjob() {
+  local out=$1 marker=$2; shift 2
+  sbatch --wait -o "$out" "${COMPONENTS[@]}" "$@" >/dev/null &
+  local job=$! waited=0 quiet=0
+  while kill -0 $job 2>/dev/null && [ $waited -lt 240 ]; do
+    sleep 1; waited=$((waited + 1))
+    if grep -q "$marker" "$out" 2>/dev/null && ! pgrep -f "^[^ ]*hetrain train .*${ARGS[*]:0:4}" >/dev/null; then
+      quiet=$((quiet + 1))
+    fi
+    if [ $quiet -ge 30 ]; then
+      echo "every hetrain rank ended 30 s ago but srun has not: Slurm's het-step hang; cancelling"
+      scancel -n hetrain-hetjob-test; wait $job; return 200
+    fi
+  done
+  if kill -0 $job 2>/dev/null; then scancel -n hetrain-hetjob-test; wait $job; return 124; fi
+  wait $job; local rc=$?
+  if [ $rc -ne 0 ] && grep -q "$marker" "$out" && grep -q 'mca_btl_tcp_finalize' "$out"; then
+    echo "Open MPI's TCP transport crashed in MPI_Finalize after the run had ended"; return 200
+  fi
+  return $rc
+}
+# run_hetjob_twice OUT MARKER SBATCH-ARGS...: run_hetjob, once more after a fault of the launch stack.
+run_hetjob_twice() {
+  run_hetjob "$@"; local rc=$?
+  [ $rc -eq 200 ] || return $rc
+  cat "$1"; echo "trying the job once more"; rm -f "$1"; rm -rf "$TMP/ckpt"
+  run_hetjob "$@"
+}
+run_hetjob_twice "$TMP/het.out" 'done:' jobs/hetjob.sbatch "${ARGS[@]}" --checkpoint-dir "$TMP/ckpt"
 rc=$?; cat "$TMP/het.out"
 [ $rc -eq 0 ] || fail "heterogeneous job exit $rc"
 grep -q "hetrain: 3 rank(s)" "$TMP/het.out" || fail "the two components did not form one world of 3 ranks"
@@ -34,7 +69,7 @@ srun --mpi=pmix -l --het-group=0 --export=ALL,SLURM_PMIX_TMPDIR=$TMP/pmix/a $PWD
      --het-group=1 --export=ALL,SLURM_PMIX_TMPDIR=$TMP/pmix/b $PWD/$HETRAIN train ${ARGS[*]} --lr 0.05
 SH
 start=$SECONDS
-timeout 240 sbatch --wait -o "$TMP/disagree.out" "${COMPONENTS[@]}" "$TMP/disagree.sh" >/dev/null
+run_hetjob_twice "$TMP/disagree.out" 'disagree on the configuration' "$TMP/disagree.sh"
 rc=$?; cat "$TMP/disagree.out"
 [ $rc -ne 0 ] || fail "components with different --lr trained anyway"
 [ $rc -ne 124 ] || fail "components with different --lr hung"
