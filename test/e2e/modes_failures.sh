@@ -88,7 +88,9 @@ stall() {  # stall MODE RANK
   kill -CONT "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null
   [ $rc -ne 124 ] || fail "$1: the job hung with rank $2 stopped"
   [ $rc -ne 0 ] || fail "$1: exit 0 with rank $2 stopped"
-  grep -q "^hetrain: error: .*rank $2 on $(hostname) made no local step for [0-9]* s (--stall-timeout 2)" "$TMP/stall.err" \
+  # Named by the heartbeat watch, or (hybrid) first by its group partner waiting in the group's meeting.
+  grep -qE "^hetrain: error: .*rank $2 on $(hostname) (made no local step for [0-9]* s \(--stall-timeout 2\)|did not arrive)" \
+    "$TMP/stall.err" \
     || { cat "$TMP/stall.err"; fail "$1: no line naming the stopped rank $2"; }
   [ $took -le 30 ] || fail "$1: the job took $took s to end after rank $2 stopped (--stall-timeout 2)"
   echo "2. $1, rank $2 stopped: the job ended after $took s: $(grep '^hetrain: error' "$TMP/stall.err" | head -1)"
