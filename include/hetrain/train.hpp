@@ -107,8 +107,6 @@ std::vector<int64_t> parse_int_list(const std::string& text, const char* option)
 
 // Runs training on MPI_COMM_WORLD (MPI must be initialised) in config.mode. Throws hetrain::Error on bad input.
 TrainResult run_training(const TrainConfig& config);
-// The asynchronous and hybrid modes (train/elastic_trainer.cpp); run_training calls it for them.
-TrainResult run_elastic_training(const TrainConfig& config);
 
 // `hetrain eval`: a checkpoint's model on a dataset, every rank a contiguous share.
 struct EvalConfig {

@@ -135,4 +135,30 @@ double measure_speed(const TrainConfig& cfg, Setup& s, LocalStep& local_step, in
   return fastest > 0 ? double(b) / fastest : 0.0;
 }
 
+Claim ElasticGroup::claim(dist::SampleCounter& counter, int64_t total, bool track, bool& unpushed,
+                          int64_t local_step, double& idle_seconds) {
+  Claim claim;
+  if (leads()) {
+    const bool keep_oldest = track && !unpushed;
+    if (keep_oldest) counter.begin_claim(world_rank_);
+    const dist::SampleCounter::Claim c = counter.claim(batch_);
+    if (c.stopped) {
+      claim.first = counter.stop_position(), claim.n = -1;
+    } else {
+      claim.first = c.first;
+      claim.n = std::max<int64_t>(0, std::min(batch_, total - c.first));
+    }
+    if (keep_oldest) counter.claimed_at(world_rank_, c.stopped ? claim.first : c.first);
+    unpushed = track && (unpushed || claim.n > 0);
+  }
+  if (arrival_) {  // to the members (exact in doubles)
+    std::vector<double> v = {double(claim.first), double(claim.n)};
+    if (!leads()) v = {0.0, 0.0};
+    idle_seconds += arrival_->arrive(local_step, v);
+    arrival_->step_done();  // the step's later group collectives: bounded by the rank's own watch
+    claim.first = int64_t(v[0]), claim.n = int64_t(v[1]);
+  }
+  return claim;
+}
+
 }  // namespace hetrain::train

@@ -18,6 +18,12 @@
 
 namespace hetrain::train {
 
+// What a group's leader hands its members each local step: samples [first, first + n) of the run's
+// order; n = 0: the counter is exhausted; n = -1: a stop at `first`.
+struct Claim {
+  int64_t first = 0, n = 0;
+};
+
 class ElasticGroup {
  public:
   // Collective over the world. `local_batch`: this rank's samples per local step.
@@ -46,6 +52,12 @@ class ElasticGroup {
   // After each local step, on every member alike: refit on schedule, or at once when a member's newest
   // step left its model (the members agree on that first). Rank 0 prints a new split unless `quiet`.
   void rebalance(int64_t local_steps, bool quiet);
+  // The leader claims the group's next samples from `counter` (none at or past `total`) and tells the
+  // members in the group's arrival at `local_step` (whose wait is added to `idle_seconds`). `unpushed`: the
+  // leader holds a claim not yet pushed into the center; with `track`, the oldest such claim is kept in the
+  // leader's row of the counter (mid-run checkpoints need it).
+  Claim claim(dist::SampleCounter& counter, int64_t total, bool track, bool& unpushed, int64_t local_step,
+              double& idle_seconds);
 
  private:
   MPI_Comm split_world(const TrainConfig& cfg, Setup& s, const dist::World& world, LocalStep& local_step,

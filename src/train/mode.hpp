@@ -19,7 +19,7 @@ std::optional<Mode> mode_named(const std::string& text);
 Mode parse_mode(const std::string& text);
 // The name --mode takes and the logs print: "sync", "async", "hybrid".
 const char* mode_name(Mode mode);
-// The modes that train against the elastic center (train/elastic_trainer.cpp).
+// The modes that train against the elastic center (train/elastic_mode.cpp).
 inline bool is_elastic(Mode mode) { return mode != Mode::Sync; }
 
 }  // namespace hetrain::train

@@ -60,7 +60,7 @@ struct Setup {
 };
 
 // --groups of the hybrid mode: "node" and "speed" give {} (the groups follow the nodes, or measured
-// speeds: train/elastic_trainer.cpp), else one group id per rank, each in [0, ranks). Throws on anything else.
+// speeds: train/elastic_group.cpp), else one group id per rank, each in [0, ranks). Throws on anything else.
 std::vector<int> parse_groups(const std::string& text, int ranks);
 
 // Rank 0: the notes, those that start with "warning:" on stderr (they are printed even with --quiet).

@@ -24,7 +24,7 @@ class SyncReport {
   // Rank 0, after each step: the progress line when one is due (every --log-every steps, the last step, a
   // stop); sets result.final_loss to the window's mean loss then.
   void step(const StepRecord& rec, TrainResult& result, bool stopping);
-  // Rank 0: the run's last lines. `timed_*`: the steps after the first (see Trainer::run).
+  // Rank 0: the run's last lines. `timed_*`: the steps after the first (train/sync_mode.cpp).
   void summary(const TrainResult& result, double timed_seconds, double timed_exposed) const;
 
  private:

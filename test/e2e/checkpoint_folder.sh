@@ -54,7 +54,7 @@ grep -q "^warning: --resume auto: every checkpoint in $TMP/bad is damaged (check
 echo "2. $(head -1 "$TMP/err")"
 
 # 3. Two live jobs, one folder. The first runs slowly (rank 0 at 5% speed) until it is killed.
-SLOW=(--model lenet --synthetic 3200 --synthetic-shape 1,28,28 --global-batch 32 --epochs 5 --device cpu --quiet
+SLOW=(--model lenet --synthetic 3200 --synthetic-shape 1,28,28 --global-batch 32 --epochs 1000 --device cpu --quiet
       --emulate-speed 0.05,1)
 timeout 120 mpirun -n 2 "$HETRAIN" train "${SLOW[@]}" --checkpoint-dir "$TMP/shared" >"$TMP/first.out" 2>&1 &
 first=$!

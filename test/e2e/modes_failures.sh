@@ -17,7 +17,7 @@ run_mpi 4 --model lenet --synthetic 1024 --synthetic-shape 1,28,28 --global-batc
   || { cat "$TMP/m.out"; fail "hybrid with --metrics and --groups speed failed"; }
 # The groups follow the speeds measured at start-up, which a busy machine makes differ for equal ranks too:
 # ranks emulated 4x apart never share a group, and two ranks measured within the grouping's factor (0.6 of
-# the group's fastest, src/train/elastic_trainer.cpp) do.
+# the group's fastest, src/train/elastic_group.cpp) do.
 /usr/bin/python3 - "$(grep '^elastic averaging' "$TMP/m.out")" <<'PY' || fail "--groups speed did not group the ranks by their speed"
 import re, sys
 line = sys.argv[1]

@@ -1,4 +1,6 @@
-// The synchronous training loop (docs/architecture.md, "One synchronous step" and "Training loop").
+// The synchronous mode (docs/architecture.md, "One synchronous step"): every rank takes its share of each
+// global batch, the gradients are reduced weighted by the shares, every replica applies the same update.
+// The loop around the steps is train/loop.hpp.
 #include <mpi.h>
 
 #include <algorithm>
@@ -12,13 +14,10 @@
 #include "hetrain/optim.hpp"
 #include "hetrain/train.hpp"
 #include "train/checkpointer.hpp"
-#include "train/evaluate.hpp"
 #include "train/local_step.hpp"
-#include "train/outputs.hpp"
+#include "train/loop.hpp"
 #include "train/report.hpp"
 #include "train/running_stats.hpp"
-#include "train/setup.hpp"
-#include "train/shared_step.hpp"
 #include "train/stop_signals.hpp"
 #include "train/sync_plan.hpp"
 #include "train/sync_report.hpp"
@@ -54,86 +53,93 @@ struct TimedSteps {
   int64_t samples = 0;
 };
 
-class Trainer {
+class SyncMode final : public TrainingMode {
  public:
-  explicit Trainer(const TrainConfig& cfg)
-      : cfg_(cfg),
-        world_(dist::World::get()),
-        s_(make_setup(cfg, world_)),
-        outputs_(cfg, world_),
-        checkpointer_(cfg, world_, s_.prunable_checkpoints),
-        local_step_(s_, cfg.label_smoothing),
-        planner_(cfg, s_, world_, outputs_.logs_samples()),
-        report_(cfg, s_, world_) {
+  explicit SyncMode(TrainingRun& run)
+      : cfg_(run.cfg),
+        world_(run.world),
+        s_(run.s),
+        outputs_(run.outputs),
+        checkpointer_(run.checkpointer),
+        local_step_(s_, cfg_.label_smoothing),
+        planner_(cfg_, s_, world_, outputs_.logs_samples()),
+        report_(cfg_, s_, world_) {
     // A rank waiting in the gradient reduction tells the stall watch it is alive, so one that stopped
     // there is named (dist/arrival.hpp).
     s_.comm->set_idle_hook([this] { s_.arrival->keep_alive(); });
   }
 
-  TrainResult run() {
-    report_.announce(checkpointer_);
+  void announce() override { report_.announce(checkpointer_); }
+
+  void begin() override {
     // Started buckets advance between layers: MPI moves a reduction only inside MPI calls.
-    BetweenLayersHook progress(s_.buckets && s_.comm->overlaps() ? std::function<void()>([this] { s_.buckets->progress(); })
-                                                                  : std::function<void()>());
-    run_start_ = Clock::now();
-    TrainResult result;
-    result.steps = s_.start_step;
-    TimedSteps timed;
+    if (s_.buckets && s_.comm->overlaps()) progress_.emplace([this] { s_.buckets->progress(); });
     planner_.fill();
-    while (!planner_.empty())
-      if (!step_and_follow_up(planner_.pop(), result, timed)) break;
-    if (checkpointer_.enabled() && checkpointer_.last_step() != result.steps && result.steps > s_.start_step)
-      save_checkpoint(result.steps);  // always one at the end of training
-    result.samples_per_second = timed.seconds > 0 ? timed.samples / timed.seconds : 0;
-    report_.summary(result, timed.seconds, timed.exposed);
-    // Every rank learns whether the outputs were written before anyone finalizes.
-    outputs_.finish(s_.model->params());
-    s_.arrival->close();
-    return result;
   }
 
- private:
-  bool on_gpu() const { return s_.device_kind == Device::CUDA; }
-
-  // One step and what follows it: the next requests, the progress line, validation, the metrics line, a
-  // checkpoint when due. False when the run stops here (a stop signal, --stop-at-step).
-  bool step_and_follow_up(const PlannedStep& plan, TrainResult& result, TimedSteps& timed) {
+  StepEnd step(TrainResult& result) override {
+    StepEnd end;
+    if (planner_.empty()) {
+      end.finished = true;
+      return end;
+    }
+    const PlannedStep plan = planner_.pop();
     StepFlags flags;
     StepRecord rec = train_step(plan, flags);
     if (flags.output_failed > 0) outputs_.fail_agreed();
-    const bool stop_signal = flags.stop > 0;
-    const bool stop_here = cfg_.stop_at_step > 0 && plan.global_step + 1 >= cfg_.stop_at_step;
-    if (!stop_signal && !stop_here) {  // request what comes next before logging, so reading overlaps
+    end.stop_signal = flags.stop > 0;
+    end.stop_here = cfg_.stop_at_step > 0 && plan.global_step + 1 >= cfg_.stop_at_step;
+    if (!end.stopping()) {  // request what comes next before logging, so reading overlaps
       if (split_changed_) planner_.replan();
       split_changed_ = false;
       planner_.fill();
     }
     if (plan.global_step > s_.start_step) {  // the first step pays one-off costs (allocation, page faults)
-      timed.seconds += rec.step_seconds;
-      timed.samples += plan.global_batch;
-      if (world_.rank() == 0) timed.exposed += rec.exposed_share() * rec.step_seconds;
+      timed_.seconds += rec.step_seconds;
+      timed_.samples += plan.global_batch;
+      if (world_.rank() == 0) timed_.exposed += rec.exposed_share() * rec.step_seconds;
     }
-    if (world_.rank() == 0) report_.step(rec, result, stop_signal || stop_here);
-    result.steps = plan.global_step + 1;
-    if (result.steps % s_.plan->steps_per_epoch() == 0 || result.steps == s_.total_steps)
-      end_epoch(plan.epoch, result, rec);
-    else
-      validate_at_points(plan);
-    outputs_.write_metrics(rec);  // rank 0; after the epoch's validation, which the last line carries
+    if (world_.rank() == 0) report_.step(rec, result, end.stopping());
+    result.steps = steps_done_ = plan.global_step + 1;
+    if (result.steps % s_.plan->steps_per_epoch() == 0 || result.steps == s_.total_steps) end.epoch_ended = plan.epoch;
+    end.position = samples_after(plan);
+    end.position_before = end.position - plan.global_batch;
     // Without --checkpoint-dir a stop writes nothing (no file lands in the working folder).
-    if ((checkpointer_.enabled() && (stop_signal || stop_here)) || checkpointer_.due_by_steps(result.steps) ||
-        flags.checkpoint_due > 0)
-      save_checkpoint(result.steps);
-    if (!stop_signal && !stop_here) return true;
-    result.stopped_by_signal = stop_signal;
-    if (world_.rank() == 0) {  // even with --quiet: the run did not finish
+    end.checkpoint_due = (checkpointer_.enabled() && end.stopping()) || checkpointer_.due_by_steps(result.steps) ||
+                         flags.checkpoint_due > 0;
+    end.finished = planner_.empty();
+    end.record = rec;
+    stopped_ = end.stopping();
+    return end;
+  }
+
+  int64_t validation_every() const override { return cfg_.val_every_samples; }
+
+  EvalTotals evaluate(int64_t /*point*/) override {
+    sync_running_stats();
+    return validate(s_, world_.comm());
+  }
+
+  void average_running_stats() override { sync_running_stats(); }
+
+  RunEnd end(TrainResult& result) override {
+    progress_.reset();
+    if (stopped_ && world_.rank() == 0) {  // even with --quiet: the run did not finish
       std::printf("stopped after step %lld of %lld (%s)%s\n", (long long)result.steps, (long long)s_.total_steps,
-                  stop_signal ? "stop signal" : "--stop-at-step",
+                  result.stopped_by_signal ? "stop signal" : "--stop-at-step",
                   checkpointer_.enabled() ? "; continue with --resume auto" : "");
       std::fflush(stdout);
     }
-    return false;
+    result.samples_per_second = timed_.seconds > 0 ? timed_.samples / timed_.seconds : 0;
+    RunEnd end;  // always a checkpoint at the end of training
+    end.checkpoint_due = checkpointer_.enabled() && checkpointer_.last_step() != result.steps && result.steps > s_.start_step;
+    return end;
   }
+
+  void summary(const TrainResult& result) override { report_.summary(result, timed_.seconds, timed_.exposed); }
+
+ private:
+  bool on_gpu() const { return s_.device_kind == Device::CUDA; }
 
   // One synchronous step: the local batch's forward and backward, the step's agreement, the weighted
   // reduction, the update; rank 0 gets every rank's times for its record.
@@ -292,7 +298,7 @@ class Trainer {
   // the final model, averaged by the rule of every mode (train/running_stats.hpp), here b_r/B.
   void sync_running_stats() {
     const int64_t mine = last_split_.empty() ? 0 : last_split_[size_t(world_.rank())];
-    average_running_stats(*s_.comm, world_.comm(), s_.model->params(), mine, cfg_.debug_consistency);
+    train::average_running_stats(*s_.comm, world_.comm(), s_.model->params(), mine, cfg_.debug_consistency);
   }
 
   // Samples trained when `plan`'s step is done: full steps before its epoch and within it.
@@ -302,41 +308,9 @@ class Trainer {
     return plan.epoch * s_.train->info().num_samples + in_epoch;
   }
 
-  // --val-every-samples: a validation whenever a step passes a multiple of N samples (the epoch's end
-  // validates anyway). Its time is left out of the training clock that the line reports.
-  void validate_at_points(const PlannedStep& plan) {
-    if (!s_.val || cfg_.val_every_samples <= 0) return;
-    const int64_t done = samples_after(plan), before = done - plan.global_batch;
-    if (done / cfg_.val_every_samples == before / cfg_.val_every_samples) return;
-    const auto start = Clock::now();
-    sync_running_stats();
-    const EvalTotals e = validate(s_, world_.comm());
-    if (world_.rank() == 0 && !cfg_.quiet)
-      print_validation(done, s_.train->info().num_samples, seconds_since(run_start_) - validation_seconds_, e);
-    validation_seconds_ += seconds_since(start);
-  }
-
-  void end_epoch(int64_t epoch, TrainResult& result, StepRecord& rec) {
-    sync_running_stats();
-    if (!s_.val) return;
-    const auto start = Clock::now();
-    const double clock = seconds_since(run_start_) - validation_seconds_;
-    const EvalTotals e = validate(s_, world_.comm());
-    validation_seconds_ += seconds_since(start);
-    result.val_accuracy = e.headline();
-    rec.val_accuracy = result.val_accuracy;
-    rec.val_loss = e.loss_sum / std::max(1.0, e.count);
-    if (world_.rank() == 0 && !cfg_.quiet) {
-      std::printf("epoch %lld: validation loss %.4f, %s (%lld samples)\n", (long long)epoch + 1, rec.val_loss,
-                  e.score_text().c_str(), (long long)e.count);
-      if (cfg_.val_every_samples > 0)  // the same validation in the form every mode prints
-        print_validation((epoch + 1) * s_.train->info().num_samples, s_.train->info().num_samples, clock, e);
-      std::fflush(stdout);
-    }
-  }
-
   // Batch-norm statistics are synced first, so the file holds the one set every rank would evaluate with.
-  void save_checkpoint(int64_t steps_done) {
+  void save_checkpoint() override {
+    const int64_t steps_done = steps_done_;
     s_.arrival->watch(steps_done - 1);  // the statistics' reduction is bounded like the step
     sync_running_stats();
     CheckpointInfo info = checkpoint_info(cfg_, s_, steps_done, world_.size());
@@ -352,27 +326,23 @@ class Trainer {
  private:
   const TrainConfig& cfg_;
   dist::World& world_;
-  Setup s_;
-  Outputs outputs_;
-  Checkpointer checkpointer_;
+  Setup& s_;
+  Outputs& outputs_;
+  Checkpointer& checkpointer_;
   LocalStep local_step_;
   SyncPlanner planner_;
   SyncReport report_;
   std::optional<DeviceInput::Uploaded> staged_;  // GPU: the next step's batch, already on its way
   bool split_changed_ = false;   // the balancer changed the split after the last step
   std::vector<int64_t> last_split_;
-  Clock::time_point run_start_;
-  double validation_seconds_ = 0;  // left out of the training clock of --val-every-samples lines
+  int64_t steps_done_ = 0;
+  bool stopped_ = false;  // a stop signal or --stop-at-step ended the steps
+  TimedSteps timed_;
+  std::optional<BetweenLayersHook> progress_;  // while training
 };
 
 }  // namespace
 
-TrainResult run_training(const TrainConfig& config) {
-  // A bad --mode goes on to make_setup, which refuses it on every rank alike (one line from rank 0).
-  if (mode_named(config.mode) != Mode::Sync) return run_elastic_training(config);
-  install_stop_handlers();
-  Trainer trainer(config);
-  return trainer.run();
-}
+std::unique_ptr<TrainingMode> make_sync_mode(TrainingRun& run) { return std::make_unique<SyncMode>(run); }
 
 }  // namespace hetrain::train

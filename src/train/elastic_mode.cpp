@@ -16,8 +16,9 @@
 // lowest rank that is not stalled names the stalled ones: train/elastic_watch.hpp), and a watchdog thread
 // ends a rank whose own step blocks for too long.
 //
-// The group itself is train/elastic_group.hpp, what rank 0 prints and writes train/elastic_report.hpp; the
-// per-step plumbing is the one every mode shares (train/shared_step.hpp).
+// The group itself is train/elastic_group.hpp, what rank 0 prints and writes train/elastic_report.hpp, its
+// mid-run checkpoints of the center train/elastic_checkpoint.hpp; the per-step plumbing is the one every
+// mode shares (train/shared_step.hpp), the loop around the steps too (train/loop.hpp).
 #include <mpi.h>
 
 #include <algorithm>
@@ -34,17 +35,14 @@
 #include "hetrain/optim.hpp"
 #include "hetrain/train.hpp"
 #include "ops/scale/scale.hpp"
-#include "train/checkpointer.hpp"
+#include "train/elastic_checkpoint.hpp"
 #include "train/elastic_group.hpp"
 #include "train/elastic_report.hpp"
 #include "train/elastic_trade.hpp"
 #include "train/elastic_watch.hpp"
-#include "train/evaluate.hpp"
 #include "train/local_step.hpp"
-#include "train/outputs.hpp"
+#include "train/loop.hpp"
 #include "train/running_stats.hpp"
-#include "train/setup.hpp"
-#include "train/shared_step.hpp"
 #include "train/shares.hpp"
 #include "train/stop_signals.hpp"
 
@@ -65,188 +63,163 @@ int64_t total_samples_of(const TrainConfig& cfg, const Setup& s) {
   return cfg.max_steps > 0 ? std::min(cfg.max_steps * cfg.global_batch, n * cfg.epochs) : n * cfg.epochs;
 }
 
-// What a group's leader hands its members each local step: samples [first, first + n) of the run's
-// order; n = 0: the counter is exhausted; n = -1: a stop at `first`.
-struct Claim {
-  int64_t first = 0, n = 0;
-};
-
-class ElasticTrainer {
+class ElasticMode final : public TrainingMode {
  public:
-  explicit ElasticTrainer(const TrainConfig& cfg)
-      : cfg_(cfg),
-        world_(dist::World::get()),
-        s_(make_setup(cfg, world_)),
-        outputs_(cfg, world_),
-        checkpointer_(cfg, world_, s_.prunable_checkpoints),
-        local_step_(s_, cfg.label_smoothing),
-        local_batch_(local_batch_of(cfg, s_, world_.size())),
-        group_(cfg, s_, world_, local_step_, local_batch_),
-        total_samples_(total_samples_of(cfg, s_)),
-        report_(cfg, s_, world_, group_, total_samples_),
-        watch_(cfg.stall_timeout, world_.rank(), group_.leaders(), s_.hosts),
-        trade_(cfg.elastic_alpha) {
-    // Default: a validation each epoch.
-    validate_every_ = cfg.val_every_samples > 0 ? cfg.val_every_samples : s_.train->info().num_samples;
-  }
+  explicit ElasticMode(TrainingRun& run)
+      : run_(run),
+        cfg_(run.cfg),
+        world_(run.world),
+        s_(run.s),
+        outputs_(run.outputs),
+        checkpointer_(run.checkpointer),
+        local_step_(s_, cfg_.label_smoothing),
+        local_batch_(local_batch_of(cfg_, s_, world_.size())),
+        group_(cfg_, s_, world_, local_step_, local_batch_),
+        total_samples_(total_samples_of(cfg_, s_)),
+        report_(cfg_, s_, world_, group_, total_samples_),
+        watch_(cfg_.stall_timeout, world_.rank(), group_.leaders(), s_.hosts),
+        trade_(cfg_.elastic_alpha),
+        center_checkpoints_(cfg_, s_, checkpointer_, total_samples_) {}
 
-  TrainResult run() {
+  void announce() override {
     all_batches_.resize(size_t(world_.size()));
     HT_MPI_CHECK(MPI_Allgather(&local_batch_, 1, MPI_INT64_T, all_batches_.data(), 1, MPI_INT64_T, world_.comm()));
     report_.announce(all_batches_);
+  }
+
+  void begin() override {
     nn::ParamBuffer& params = s_.model->params();
-    const int64_t first_sample = std::min(s_.start_sample, total_samples_);
+    first_sample_ = position_ = std::min(s_.start_sample, total_samples_);
     Tensor host = params.values().to(Device::CPU);  // the center starts as the (identical) replicas
     // Window creation fails alike everywhere (no usable one-sided component): one line from rank 0.
-    std::unique_ptr<dist::ElasticCenter> center;
-    std::unique_ptr<dist::SampleCounter> counter;
     dist::agree_on(world_.comm(), [&] {
-      center = std::make_unique<dist::ElasticCenter>(world_.comm(), params.count(), host.data());
+      center_ = std::make_unique<dist::ElasticCenter>(world_.comm(), params.count(), host.data());
     });
-    dist::agree_on(world_.comm(), [&] { counter = std::make_unique<dist::SampleCounter>(world_.comm(), first_sample); });
+    dist::agree_on(world_.comm(), [&] { counter_ = std::make_unique<dist::SampleCounter>(world_.comm(), first_sample_); });
     // Other ranks' reads and pushes aimed at this one progress while it computes: MPI is polled between layers.
-    dist::RmaProgress progress(world_.comm());
-    std::optional<BetweenLayersHook> poll_between_layers(std::in_place, &dist::RmaProgress::poll);
-    center_ = center.get();
-    counter_ = counter.get();
-
-    run_start_ = Clock::now();
-    next_validation_ = (first_sample / validate_every_ + 1) * validate_every_;
-    last_checkpoint_step_ = s_.start_step;
-    report_.start(first_sample, counter->stats());
+    progress_.emplace(world_.comm());
+    poll_between_layers_.emplace(&dist::RmaProgress::poll);
+    report_.start(first_sample_, counter_->stats());
     watch_.restart();
-    const bool stopped = train_until_done();
+  }
+
+  // Two calls per claim: the first claims the group's next samples (the loop then validates at the points
+  // the claim shows to be passed: every rank reaches the same points in the same order), the second trains
+  // them.
+  StepEnd step(TrainResult&) override {
+    StepEnd end;
+    end.position_before = position_;
+    if (!pending_) {
+      // Bounds this local step, its one-sided operations included: a rank blocked in it for 2x
+      // --stall-timeout (and a grace period) ends itself with one line.
+      s_.arrival->watch(local_steps_);
+      const Claim claim = next_claim();
+      // The stop position is the same for every rank; exhaustion passes every point but the end's.
+      position_ = std::min(claim.n == 0 ? total_samples_ : claim.first, total_samples_ - 1);
+      end.position = position_;
+      end.finished = claim.n == 0;
+      end.stop_signal = stopped_ = claim.n < 0;
+      if (claim.n > 0) pending_ = claim;
+      return end;
+    }
+    const Claim claim = *pending_;
+    pending_.reset();
+    train_local_step(claim.first, claim.n);
+    if (local_steps_ % cfg_.elastic_every == 0) trade_with_center();
+    if (world_.rank() == 0) {
+      report_.report(claim.first + claim.n, local_steps_, *counter_, outputs_);
+      center_checkpoints_.maybe_write(claim.first + claim.n, *center_, *counter_, all_batches_);
+    }
+    watch_.poll(*counter_);
+    end.position = position_;
+    return end;
+  }
+
+  int64_t validation_every() const override {  // default: a validation each epoch
+    return cfg_.val_every_samples > 0 ? cfg_.val_every_samples : s_.train->info().num_samples;
+  }
+
+  // The center evaluated at a validation point, every rank's own replica kept aside meanwhile.
+  EvalTotals evaluate(int64_t point) override {
+    // Every rank comes here; one that does not within --stall-timeout is named.
+    std::vector<double> none = {0.0};
+    s_.arrival->arrive(point / cfg_.global_batch, none);
+    s_.arrival->step_done();  // the evaluation takes as long as it takes (as in sync mode)
+    nn::ParamBuffer& params = s_.model->params();
+    const Tensor values = params.values().clone(), states = params.states().clone();  // this rank's own
+    Tensor host = params.values().to(Device::CPU);
+    center_->read(host.data());
+    if (on_gpu()) params.values().copy_from(host);
+    sync_running_stats();
+    const EvalTotals e = validate(s_, world_.comm());
+    params.values().copy_from(values);
+    params.states().copy_from(states);
+    report_.validated(e.loss_sum / std::max(1.0, e.count), e.headline());
+    s_.arrival->watch(local_steps_);
+    watch_.restart();  // nobody stepped while everyone validated
+    return e;
+  }
+
+  void average_running_stats() override { sync_running_stats(); }
+
+  // After the local steps, on every rank: the group's last trade, the center made every rank's model, the
+  // rate over all ranks.
+  RunEnd end(TrainResult& result) override {
     // The group's local steps since its last trade go into the center too.
     if (local_steps_ % cfg_.elastic_every != 0) trade_with_center();
     publish_step(/*finished=*/true);
-    const double train_seconds = seconds_since(run_start_) - validation_seconds_;
+    const double train_seconds = run_.training_seconds();
 
     // Every rank is done pushing: the center is the model, on every rank alike. A rank that never gets
     // here is named (--stall-timeout).
     std::vector<double> none = {0.0};
     s_.arrival->arrive(total_samples_ / cfg_.global_batch, none);
     s_.arrival->step_done();
-    const int64_t samples_done = std::min(counter->claimed(), total_samples_);
+    samples_done_ = std::min(counter_->claimed(), total_samples_);
     HT_MPI_CHECK(MPI_Barrier(world_.comm()));  // nobody closes the counter while another still reads it
-    center->read(host.data());
+    nn::ParamBuffer& params = s_.model->params();
+    Tensor host = params.values().to(Device::CPU);
+    center_->read(host.data());
     if (on_gpu()) params.values().copy_from(host);  // on the CPU, host is the parameters themselves
-    center_ = nullptr;
-    counter_ = nullptr;
-    poll_between_layers.reset();
-    progress.close();
-    counter->close();
-    center->close();
+    poll_between_layers_.reset();
+    progress_->close();
+    counter_->close();
+    center_->close();
     sync_running_stats();
-    // Resumed at the end: the checkpoint it came from already holds this position.
-    return finish(samples_done, train_seconds, stopped, first_sample >= total_samples_);
-  }
 
- private:
-  bool on_gpu() const { return s_.device_kind == Device::CUDA; }
-
-  // Local steps until the counter has handed out every sample, or a stop: true when a stop ended them.
-  bool train_until_done() {
-    while (true) {
-      // Bounds this local step, its one-sided operations included: a rank blocked in it for 2x
-      // --stall-timeout (and a grace period) ends itself with one line.
-      s_.arrival->watch(local_steps_);
-      const Claim claim = next_claim();
-      // Validation points up to what this claim shows to be passed: every rank reaches the same points in
-      // the same order (the stop position is the same for all; exhaustion passes every point).
-      validate_up_to(claim.n > 0 ? claim.first : claim.n == 0 ? total_samples_ - 1 : claim.first);
-      if (claim.n <= 0) return claim.n < 0;
-      train_local_step(claim.first, claim.n);
-      if (local_steps_ % cfg_.elastic_every == 0) trade_with_center();
-      if (world_.rank() == 0) {
-        report_.report(claim.first + claim.n, local_steps_, *counter_, outputs_);
-        maybe_checkpoint(claim.first + claim.n);
-      }
-      watch_.poll(*counter_);
-    }
-  }
-
-  // The leader claims the group's next samples from the counter and tells the members in the group's
-  // arrival; any rank's stop signal stops the counter.
-  Claim next_claim() {
-    Claim claim;
-    if (stop_requests() > 0 && !stop_sent_) counter_->request_stop(), stop_sent_ = true;
-    if (group_.leads()) {
-      // The oldest claim not yet in the center is in this leader's row (mid-run checkpoints need it).
-      const bool track = checkpointer_.enabled() && !unpushed_;
-      if (track) counter_->begin_claim(world_.rank());
-      const dist::SampleCounter::Claim c = counter_->claim(group_.batch());
-      if (c.stopped) {
-        claim.first = counter_->stop_position(), claim.n = -1;
-      } else {
-        claim.first = c.first;
-        claim.n = std::max<int64_t>(0, std::min(group_.batch(), total_samples_ - c.first));
-      }
-      if (track) counter_->claimed_at(world_.rank(), c.stopped ? claim.first : c.first);
-      unpushed_ = checkpointer_.enabled() && (unpushed_ || claim.n > 0);
-    }
-    if (dist::StepArrival* arrival = group_.arrival()) {  // to the members (exact in doubles)
-      std::vector<double> v = {double(claim.first), double(claim.n)};
-      if (!group_.leads()) v = {0.0, 0.0};
-      step_stats_.idle_us += micros(arrival->arrive(local_steps_, v));
-      arrival->step_done();  // the step's later group collectives: bounded by the rank's own watch
-      claim.first = int64_t(v[0]), claim.n = int64_t(v[1]);
-    }
-    return claim;
-  }
-
-  // After the local steps, on every rank: the rate over all ranks, the center's validation, the final
-  // checkpoint, the last lines and the outputs.
-  TrainResult finish(int64_t samples_done, double train_seconds, bool stopped, bool nothing_left) {
-    TrainResult result;
-    result.steps = samples_done / cfg_.global_batch;
-    result.stopped_by_signal = stopped;
+    result.steps = samples_done_ / cfg_.global_batch;
     result.final_loss = report_.final_loss();
     double all[2] = {double(trained_samples_), train_seconds};
     HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &all[0], 1, MPI_DOUBLE, MPI_SUM, world_.comm()));
     HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &all[1], 1, MPI_DOUBLE, MPI_MAX, world_.comm()));
     result.samples_per_second = all[1] > 0 ? all[0] / all[1] : 0;
-    if (s_.val) {
-      const EvalTotals e = validate(s_, world_.comm());
-      result.val_accuracy = e.headline();
-      if (world_.rank() == 0 && !cfg_.quiet)
-        print_validation(samples_done, s_.train->info().num_samples, train_seconds, e);
-    }
-    if (checkpointer_.enabled() && !nothing_left) save_checkpoint(samples_done);
-    report_.summary(result, stopped, nothing_left, samples_done, trade_.traffic(), checkpointer_.enabled());
-    outputs_.finish(s_.model->params());
-    if (group_.arrival()) group_.arrival()->close();
-    s_.arrival->close();
-    return result;
+    RunEnd end;
+    end.final_validation_at = samples_done_;
+    end.train_seconds = train_seconds;
+    // Resumed at the end: the checkpoint it came from already holds this position.
+    end.checkpoint_due = checkpointer_.enabled() && !nothing_left();
+    return end;
   }
 
-  // Collective: the center evaluated at every validation point not after `position` (and before the
-  // end, which evaluates anyway). The ranks wait for each other here, so this time, like the evaluation,
-  // is left out of the training clock.
-  void validate_up_to(int64_t position) {
-    if (!s_.val) return;
-    while (next_validation_ <= position && next_validation_ < total_samples_) {
-      const auto start = Clock::now();
-      // Every rank comes here; one that does not within --stall-timeout is named.
-      std::vector<double> none = {0.0};
-      s_.arrival->arrive(next_validation_ / cfg_.global_batch, none);
-      s_.arrival->step_done();  // the evaluation takes as long as it takes (as in sync mode)
-      nn::ParamBuffer& params = s_.model->params();
-      const Tensor values = params.values().clone(), states = params.states().clone();  // this rank's own
-      Tensor host = params.values().to(Device::CPU);
-      center_->read(host.data());
-      if (on_gpu()) params.values().copy_from(host);
-      sync_running_stats();
-      const EvalTotals e = validate(s_, world_.comm());
-      params.values().copy_from(values);
-      params.states().copy_from(states);
-      const double clock = seconds_since(run_start_) - validation_seconds_;
-      if (world_.rank() == 0 && !cfg_.quiet) print_validation(next_validation_, s_.train->info().num_samples, clock, e);
-      report_.validated(e.loss_sum / std::max(1.0, e.count), e.headline());
-      next_validation_ += validate_every_;
-      validation_seconds_ += seconds_since(start);
-      s_.arrival->watch(local_steps_);
-      watch_.restart();  // nobody stepped while everyone validated
-    }
+  void summary(const TrainResult& result) override {
+    report_.summary(result, stopped_, nothing_left(), samples_done_, trade_.traffic(), checkpointer_.enabled());
+  }
+
+  void close() override {
+    if (group_.arrival()) group_.arrival()->close();
+  }
+
+ private:
+  bool on_gpu() const { return s_.device_kind == Device::CUDA; }
+
+  // Any rank's stop signal stops the counter; the group's leader claims its next samples.
+  Claim next_claim() {
+    if (stop_requests() > 0 && !stop_sent_) counter_->request_stop(), stop_sent_ = true;
+    double idle = 0;
+    const Claim claim =
+        group_.claim(*counter_, total_samples_, checkpointer_.enabled(), unpushed_, local_steps_, idle);
+    step_stats_.idle_us += micros(idle);
+    return claim;
   }
 
   // One local step of this rank inside its group's claim [first, first + n): its share's forward and
@@ -356,54 +329,29 @@ class ElasticTrainer {
     step_stats_ = dist::SampleCounter::RankStats{};
   }
 
-  // Rank 0 alone, while the others train on: a checkpoint of the center every --checkpoint-every global
-  // steps of samples and every --checkpoint-minutes. It is written at the settled position (every claim
-  // before it is in the center: a resume loses no sample and trains the claims past it again), with rank
-  // 0's optimizer momentum and batch-norm statistics (the end of the run averages the latter).
-  void maybe_checkpoint(int64_t position) {
-    if (!checkpointer_.enabled()) return;
-    const int64_t B = cfg_.global_batch, every = cfg_.checkpoint_every;
-    const bool by_steps = every > 0 && (position / B) / every > last_checkpoint_step_ / every;
-    if (!by_steps && !checkpointer_.due_by_time()) return;
-    const int64_t settled = counter_->settled_position();
-    if (settled < 0) return;  // a leader is claiming: at the next local step
-    const int64_t step = std::min(settled, total_samples_) / B;
-    if (step <= last_checkpoint_step_ || (!checkpointer_.due_by_time() && step / every <= last_checkpoint_step_ / every))
-      return;
-    nn::ParamBuffer& params = s_.model->params();
-    CheckpointTensors t;
-    t.values.resize(size_t(params.count()));
-    center_->read(t.values.data());
-    const Tensor states = params.states().to(Device::CPU), momentum = s_.sgd->momentum_buffer().to(Device::CPU);
-    t.states.assign(states.data(), states.data() + states.numel());
-    t.momentum.assign(momentum.data(), momentum.data() + momentum.numel());
-    t.num_batches_tracked = step;
-    CheckpointInfo info = checkpoint_info(cfg_, s_, step, world_.size());
-    info.sample_position = std::min(settled, total_samples_);
-    info.split = all_batches_;
-    checkpointer_.write_alone(info, params, t);
-    last_checkpoint_step_ = step;
-  }
-
   // Batch-norm running statistics: every rank saw its own samples; one set by the rule of every mode
   // (train/running_stats.hpp), each rank weighted by the samples of its last local step.
   void sync_running_stats() {
-    average_running_stats(*s_.comm, world_.comm(), s_.model->params(), last_step_samples_, cfg_.debug_consistency);
+    train::average_running_stats(*s_.comm, world_.comm(), s_.model->params(), last_step_samples_, cfg_.debug_consistency);
   }
 
-  void save_checkpoint(int64_t samples_done) {
+  bool nothing_left() const { return first_sample_ >= total_samples_; }
+
+  void save_checkpoint() override {
     // Named by the step of the global batch it falls in; a resume continues at the exact sample.
+    const int64_t samples_done = samples_done_;
     CheckpointInfo info = checkpoint_info(cfg_, s_, samples_done / cfg_.global_batch, world_.size());
     info.sample_position = samples_done;
     info.split = all_batches_;
     checkpointer_.write(info, s_.model->params(), *s_.sgd, *s_.arrival, total_samples_ / cfg_.global_batch);
   }
 
+  TrainingRun& run_;
   const TrainConfig& cfg_;
   dist::World& world_;
-  Setup s_;
-  Outputs outputs_;
-  Checkpointer checkpointer_;
+  Setup& s_;
+  Outputs& outputs_;
+  Checkpointer& checkpointer_;
   LocalStep local_step_;
   int64_t local_batch_;               // this rank's samples per local step
   ElasticGroup group_;
@@ -413,24 +361,21 @@ class ElasticTrainer {
   std::vector<int64_t> all_batches_;  // every rank's local batch
   dist::SampleCounter::RankStats step_stats_;  // this rank's last local step, published after it
   bool unpushed_ = false;             // group leaders: a claim not yet pushed into the center
-  int64_t last_checkpoint_step_ = 0;  // rank 0: the step of the newest checkpoint
-  dist::ElasticCenter* center_ = nullptr;   // while training
-  dist::SampleCounter* counter_ = nullptr;  // while training
-  bool stop_sent_ = false;
+  std::unique_ptr<dist::ElasticCenter> center_;  // the model every group trades with
+  std::unique_ptr<dist::SampleCounter> counter_;  // the run's samples handed out, every rank's step row
+  std::optional<dist::RmaProgress> progress_;
+  std::optional<BetweenLayersHook> poll_between_layers_;  // while training
+  bool stop_sent_ = false, stopped_ = false;
+  std::optional<Claim> pending_;          // claimed, trained at the next step()
+  int64_t first_sample_ = 0, position_ = 0, samples_done_ = 0;
   int64_t local_steps_ = 0, trained_samples_ = 0;
   int64_t last_step_samples_ = 0;  // this rank's samples in its last local step (the weight of its BN statistics)
   CenterTrade trade_;
-  Clock::time_point run_start_;
-  int64_t validate_every_ = 1, next_validation_ = 0;
-  double validation_seconds_ = 0;  // left out of the training clock
+  CenterCheckpoints center_checkpoints_;
 };
 
 }  // namespace
 
-TrainResult run_elastic_training(const TrainConfig& config) {
-  install_stop_handlers();
-  ElasticTrainer trainer(config);
-  return trainer.run();
-}
+std::unique_ptr<TrainingMode> make_elastic_mode(TrainingRun& run) { return std::make_unique<ElasticMode>(run); }
 
 }  // namespace hetrain::train
