@@ -103,6 +103,12 @@ class Dataset {  // one logical dataset: a single file or a shard index + shard 
   Shard& shard(int s);  // opens on first use
   int shard_of(int64_t index) const;  // the shard holding global sample `index`
   void gather_boxes(const std::vector<int64_t>& indices, BoxList& out) const;  // their shards are open
+  // The steps of read() (src/data/dataset.cpp).
+  struct ReadPlan;
+  ReadPlan plan_read(const std::vector<int64_t>& indices) const;
+  std::vector<size_t> locate(ReadPlan& plan, std::unique_lock<std::mutex>& lock);
+  void read_with_hdf5(ReadPlan& plan, const std::vector<size_t>& slow, uint8_t* images);
+  void copy_out(const ReadPlan& plan, uint8_t* images, int32_t* labels);
   DatasetInfo info_;
   std::vector<int64_t> shard_begin_;  // first global index of each shard, plus N at the end
   std::vector<std::unique_ptr<Shard>> shards_;

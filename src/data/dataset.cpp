@@ -300,6 +300,18 @@ void Dataset::gather_boxes(const std::vector<int64_t>& indices, BoxList& out) co
   }
 }
 
+// One read's requests: each distinct sample once (uniq, sorted by index), where it comes from, and where
+// each request finds it.
+struct Dataset::ReadPlan {
+  std::vector<int64_t> uniq;     // the distinct samples, ascending
+  std::vector<int64_t> slot;     // per request: its sample's position in uniq
+  std::vector<int> shard;        // per uniq sample: its shard
+  std::vector<int64_t> mapped;   // per uniq sample: its offset in its shard's file map, or -1: read with HDF5
+  std::vector<int32_t> labels;   // per uniq sample
+  std::vector<int64_t> staged;   // per uniq sample read with HDF5: its position in staging_ (or `images`)
+  bool direct = false;           // the HDF5 reads land in `images` itself (see read_with_hdf5)
+};
+
 void Dataset::read(const std::vector<int64_t>& indices, uint8_t* images, int32_t* labels, BoxList* boxes) {
   const int64_t n = int64_t(indices.size()), N = info_.num_samples, sb = info_.sample_bytes();
   for (int64_t i = 0; i < n; ++i)
@@ -318,86 +330,127 @@ void Dataset::read(const std::vector<int64_t>& indices, uint8_t* images, int32_t
     if (boxes) gather_boxes(indices, *boxes);
     return;
   }
-  // Sort positions by sample index and list each distinct sample once (uniq). A sample whose shard is
-  // memory-mapped is copied straight from the map to every position asking for it; the others are read in
-  // runs of consecutive indices (within one shard), one H5Dread per run, into `staging_`, then scattered.
+  // A sample whose shard is memory-mapped is copied straight from the map to every position asking for
+  // it; the others are read in runs of consecutive indices (within one shard), one H5Dread per run, into
+  // `staging_`, then scattered.
+  ReadPlan plan = plan_read(indices);
+  // The HDF5 mutex is needed only to open a shard, to look up a chunk address the first time, and to read.
+  std::unique_lock<std::mutex> lock(hdf5_mutex(), std::defer_lock);
+  const std::vector<size_t> slow = locate(plan, lock);
+  // Strictly increasing requests read entirely with HDF5 (compressed sequential scans) go straight to `images`.
+  plan.direct =
+      slow.size() == size_t(n) && plan.uniq.size() == size_t(n) && std::is_sorted(indices.begin(), indices.end());
+  if (!slow.empty()) {
+    if (!lock.owns_lock()) lock.lock();
+    read_with_hdf5(plan, slow, images);
+  }
+  if (lock.owns_lock()) lock.unlock();
+  copy_out(plan, images, labels);
+  // The bytes just copied are only good if the files did not change meanwhile (plan.shard is sorted by
+  // sample index, so each shard appears as one run).
+  for (size_t u = 0; u < plan.uniq.size(); ++u)
+    if (u == 0 || plan.shard[u] != plan.shard[u - 1]) shards_[plan.shard[u]]->check_unchanged();
+  // Every shard of `indices` is open by now (boxes come from memory, like labels).
+  if (boxes) gather_boxes(indices, *boxes);
+}
+
+// Sorts the requests by sample index and lists each distinct sample once, with its shard; a sample of an
+// open, memory-mapped shard whose place in the file is known gets its offset and label already.
+Dataset::ReadPlan Dataset::plan_read(const std::vector<int64_t>& indices) const {
+  const int64_t n = int64_t(indices.size());
+  ReadPlan plan;
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return indices[a] < indices[b]; });
-  std::vector<int64_t> uniq;
-  std::vector<int64_t> slot(n);  // position in uniq of each request
+  plan.slot.resize(n);
   for (int64_t k = 0; k < n; ++k) {
     int64_t v = indices[order[k]];
-    if (uniq.empty() || uniq.back() != v) uniq.push_back(v);
-    slot[order[k]] = int64_t(uniq.size()) - 1;
+    if (plan.uniq.empty() || plan.uniq.back() != v) plan.uniq.push_back(v);
+    plan.slot[order[k]] = int64_t(plan.uniq.size()) - 1;
   }
-  const size_t U = uniq.size();
-  std::vector<int> ushard(U);
-  std::vector<int64_t> usrc(U, -1);  // the sample's file offset in its shard, or -1: read with HDF5
-  std::vector<int32_t> ulabels(U);
-  // The HDF5 mutex is needed only to open a shard or to look up a chunk address the first time.
+  const size_t U = plan.uniq.size();
+  plan.shard.resize(U);
+  plan.mapped.assign(U, -1);
+  plan.labels.resize(U);
+  plan.staged.assign(U, -1);
+  for (size_t u = 0; u < U; ++u) plan.shard[u] = shards_.size() == 1 ? 0 : shard_of(plan.uniq[u]);
+  return plan;
+}
+
+// Where each distinct sample comes from and its label, opening shards and resolving map offsets under the
+// HDF5 lock only when something is not known yet. Returns the samples to read with HDF5, ascending.
+std::vector<size_t> Dataset::locate(ReadPlan& plan, std::unique_lock<std::mutex>& lock) {
+  const size_t U = plan.uniq.size();
   bool all_known = true;
   for (size_t u = 0; u < U; ++u) {
-    const int s = ushard[u] = shards_.size() == 1 ? 0 : shard_of(uniq[u]);
+    const int s = plan.shard[u];
     const Shard* sh = shards_[s].get();
     if (!sh) {
       all_known = false;
       continue;
     }
-    const int64_t local = uniq[u] - shard_begin_[s];
-    ulabels[u] = sh->labels[local];
-    if (sh->mapped && sh->mapped->resolved(local)) usrc[u] = sh->mapped->offset(local);
+    const int64_t local = plan.uniq[u] - shard_begin_[s];
+    plan.labels[u] = sh->labels[local];
+    if (sh->mapped && sh->mapped->resolved(local)) plan.mapped[u] = sh->mapped->offset(local);
     else if (!sh->mapped) continue;
     else all_known = false;
   }
-  std::vector<size_t> slow;  // uniq entries read through HDF5
-  std::unique_lock<std::mutex> lock(hdf5_mutex(), std::defer_lock);
   if (!all_known) {
     lock.lock();
     for (size_t u = 0; u < U; ++u) {
-      if (usrc[u] >= 0) continue;
-      Shard& sh = shard(ushard[u]);
-      const int64_t local = uniq[u] - shard_begin_[ushard[u]];
-      ulabels[u] = sh.labels[local];
-      if (sh.mapped && sh.mapped->resolve(local)) usrc[u] = sh.mapped->offset(local);
+      if (plan.mapped[u] >= 0) continue;
+      Shard& sh = shard(plan.shard[u]);
+      const int64_t local = plan.uniq[u] - shard_begin_[plan.shard[u]];
+      plan.labels[u] = sh.labels[local];
+      if (sh.mapped && sh.mapped->resolve(local)) plan.mapped[u] = sh.mapped->offset(local);
     }
   }
+  std::vector<size_t> slow;
   for (size_t u = 0; u < U; ++u) {
-    if (usrc[u] < 0) slow.push_back(u);
+    if (plan.mapped[u] < 0) slow.push_back(u);
     // Diagnostics count one read per run of consecutive samples of one shard, as H5Dread would need.
-    else if (u == 0 || uniq[u] != uniq[u - 1] + 1 || ushard[u] != ushard[u - 1] || usrc[u - 1] < 0) ++read_calls_;
-  }
-  // Strictly increasing requests read entirely with HDF5 (compressed sequential scans) go straight to `images`.
-  const bool direct = slow.size() == size_t(n) && U == size_t(n) && std::is_sorted(indices.begin(), indices.end());
-  std::vector<int64_t> staged(U, -1);  // position in staging_ of a slow uniq entry
-  if (!slow.empty()) {
-    if (!lock.owns_lock()) lock.lock();
-    if (!direct && staging_.size() < slow.size() * sb) staging_.resize(slow.size() * sb);
-    uint8_t* dst = direct ? images : staging_.data();
-    size_t k = 0;
-    while (k < slow.size()) {
-      const int s = ushard[slow[k]];
-      Shard& sh = shard(s);
-      size_t e = k + 1;
-      while (e < slow.size() && slow[e] == slow[e - 1] + 1 && uniq[slow[e]] == uniq[slow[e - 1]] + 1 &&
-             ushard[slow[e]] == s)
-        ++e;
-      hsize_t start[4] = {hsize_t(uniq[slow[k]] - shard_begin_[s]), 0, 0, 0};
-      hsize_t count[4] = {hsize_t(e - k), hsize_t(info_.channels), hsize_t(info_.height), hsize_t(info_.width)};
-      h5::Id fspace(H5Dget_space(sh.images));
-      H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, count, nullptr);
-      h5::Id mspace(H5Screate_simple(4, count, nullptr));
-      if (H5Dread(sh.images, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, dst + k * sb) < 0) {
-        const std::string why = h5::last_error();
-        sh.check_unchanged();  // a file changed under us says so rather than HDF5's symptom
-        HT_THROW(sh.path, ": cannot read samples ", start[0], "..", start[0] + count[0] - 1, ": ", why);
-      }
+    else if (u == 0 || plan.uniq[u] != plan.uniq[u - 1] + 1 || plan.shard[u] != plan.shard[u - 1] ||
+             plan.mapped[u - 1] < 0)
       ++read_calls_;
-      for (size_t j = k; j < e; ++j) staged[slow[j]] = int64_t(j);
-      k = e;
-    }
   }
-  if (lock.owns_lock()) lock.unlock();
+  return slow;
+}
+
+// The HDF5 lock held: the `slow` samples, one H5Dread per run of consecutive indices within a shard, into
+// `images` (plan.direct) or staging_.
+void Dataset::read_with_hdf5(ReadPlan& plan, const std::vector<size_t>& slow, uint8_t* images) {
+  const int64_t sb = info_.sample_bytes();
+  if (!plan.direct && staging_.size() < slow.size() * sb) staging_.resize(slow.size() * sb);
+  uint8_t* dst = plan.direct ? images : staging_.data();
+  size_t k = 0;
+  while (k < slow.size()) {
+    const int s = plan.shard[slow[k]];
+    Shard& sh = shard(s);
+    size_t e = k + 1;
+    while (e < slow.size() && slow[e] == slow[e - 1] + 1 && plan.uniq[slow[e]] == plan.uniq[slow[e - 1]] + 1 &&
+           plan.shard[slow[e]] == s)
+      ++e;
+    hsize_t start[4] = {hsize_t(plan.uniq[slow[k]] - shard_begin_[s]), 0, 0, 0};
+    hsize_t count[4] = {hsize_t(e - k), hsize_t(info_.channels), hsize_t(info_.height), hsize_t(info_.width)};
+    h5::Id fspace(H5Dget_space(sh.images));
+    H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    h5::Id mspace(H5Screate_simple(4, count, nullptr));
+    if (H5Dread(sh.images, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, dst + k * sb) < 0) {
+      const std::string why = h5::last_error();
+      sh.check_unchanged();  // a file changed under us says so rather than HDF5's symptom
+      HT_THROW(sh.path, ": cannot read samples ", start[0], "..", start[0] + count[0] - 1, ": ", why);
+    }
+    ++read_calls_;
+    for (size_t j = k; j < e; ++j) plan.staged[slow[j]] = int64_t(j);
+    k = e;
+  }
+}
+
+// Every request's bytes and label into place: from the file maps (back-to-back requests in one copy) and
+// from staging_.
+void Dataset::copy_out(const ReadPlan& plan, uint8_t* images, int32_t* labels) {
+  const int64_t n = int64_t(plan.slot.size()), sb = info_.sample_bytes();
+  const auto& slot = plan.slot;
   // One SIGBUS guard for all copies (a file that shrank under its map faults; see MappedImages). The loop
   // holds no objects with destructors, as the guard requires; `at` says where a fault happened.
   volatile int64_t at = 0, at_count = 0;
@@ -405,29 +458,25 @@ void Dataset::read(const std::vector<int64_t>& indices, uint8_t* images, int32_t
     for (int64_t i = 0; i < n;) {
       const size_t u = size_t(slot[i]);
       int64_t e = i + 1;
-      if (usrc[u] >= 0) {
+      if (plan.mapped[u] >= 0) {
         // Requests that continue back to back in the same file (sequential scans) take one copy.
-        while (e < n && ushard[slot[e]] == ushard[u] && usrc[slot[e]] == usrc[u] + (e - i) * sb) ++e;
+        while (e < n && plan.shard[slot[e]] == plan.shard[u] &&
+               plan.mapped[slot[e]] == plan.mapped[u] + (e - i) * sb)
+          ++e;
         at = i;
         at_count = e - i;
-        shards_[ushard[u]]->mapped->copy_in_guard(usrc[u], e - i, images + i * sb);
-      } else if (!direct) {
-        std::memcpy(images + i * sb, staging_.data() + staged[u] * sb, sb);
+        shards_[plan.shard[u]]->mapped->copy_in_guard(plan.mapped[u], e - i, images + i * sb);
+      } else if (!plan.direct) {
+        std::memcpy(images + i * sb, staging_.data() + plan.staged[u] * sb, sb);
       }
-      for (int64_t j = i; labels && j < e; ++j) labels[j] = ulabels[slot[j]];
+      for (int64_t j = i; labels && j < e; ++j) labels[j] = plan.labels[slot[j]];
       i = e;
     }
   });
   if (!copied) {
     const size_t u = size_t(slot[at]);
-    shards_[ushard[u]]->mapped->throw_past_end(usrc[u], at_count);
+    shards_[plan.shard[u]]->mapped->throw_past_end(plan.mapped[u], at_count);
   }
-  // The bytes just copied are only good if the files did not change meanwhile (ushard is sorted by sample
-  // index, so each shard appears as one run).
-  for (size_t u = 0; u < U; ++u)
-    if (u == 0 || ushard[u] != ushard[u - 1]) shards_[ushard[u]]->check_unchanged();
-  // Every shard of `indices` is open by now (boxes come from memory, like labels).
-  if (boxes) gather_boxes(indices, *boxes);
 }
 
 void Dataset::enable_node_cache(MPI_Comm node_comm) {

@@ -57,12 +57,10 @@ void write_dump(const std::string& path, const Tensor& inputs, const std::vector
   HT_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "--dump-batch ", path, ": cannot rename ", tmp);
 }
 
-}  // namespace
-
-EvalResult run_evaluation(const EvalConfig& cfg) {
-  dist::World& world = dist::World::get();
+// The options checked, and the model facts of the checkpoint (rank 0 reads it), on every rank.
+ModelFacts checkpoint_facts(const EvalConfig& cfg, const dist::World& world,
+                            std::optional<LoadedCheckpoint>& loaded) {
   ModelFacts facts;
-  std::optional<LoadedCheckpoint> loaded;
   dist::agree_on(world.comm(), [&] {
     HT_CHECK(!cfg.checkpoint.empty(), "give --checkpoint FILE (a checkpoint written by hetrain train)");
     HT_CHECK(cfg.synthetic >= 0, "--synthetic must be a positive number of samples, got ", cfg.synthetic);
@@ -81,8 +79,14 @@ EvalResult run_evaluation(const EvalConfig& cfg) {
     if (!cfg.dump_batch.empty()) check_output_path(cfg.dump_batch, "--dump-batch");
   });
   broadcast(world.comm(), facts);
+  return facts;
+}
 
-  Setup s;  // the parts of a training set-up that evaluation shares: device, data, model
+// The parts of a training set-up that evaluation shares: device, data (checked against the checkpoint's
+// model), model; rank 0 reads the checkpoint's tensors into `loaded`.
+Setup evaluation_setup(const EvalConfig& cfg, dist::World& world, const ModelFacts& facts,
+                       std::optional<LoadedCheckpoint>& loaded) {
+  Setup s;
   dist::agree_on(world.comm(), [&] {
     set_num_threads(cfg.threads);
     HT_CHECK(cfg.device == "auto" || cfg.device == "cpu" || cfg.device == "cuda",
@@ -116,6 +120,46 @@ EvalResult run_evaluation(const EvalConfig& cfg) {
     }
     if (loaded) loaded->tensors = read_checkpoint_tensors(cfg.checkpoint, s.model->params());
   });
+  return s;
+}
+
+EvalResult result_of(const EvalTotals& t, int64_t classes) {
+  EvalResult r;
+  r.samples = int64_t(t.count);
+  r.loss = t.loss_sum / std::max(1.0, t.count);
+  if (t.detection()) {
+    r.top1 = -1, r.map50 = t.map50, r.map50_95 = t.map50_95;
+  } else {
+    r.top1 = t.top1 / std::max(1.0, t.count);
+    if (classes >= 5) r.top5 = t.top5 / std::max(1.0, t.count);
+  }
+  return r;
+}
+
+// Rank 0's lines.
+void print_evaluation(const EvalConfig& cfg, const ModelFacts& facts, int64_t step, const Setup& s, int ranks,
+                      const EvalResult& r) {
+  if (!cfg.quiet)
+    std::printf("eval: %s (%s, step %lld) on %s, %d rank(s)\n", cfg.checkpoint.c_str(), facts.name.c_str(),
+                (long long)step, s.val->info().path.c_str(), ranks);
+  if (r.map50 >= 0) {  // a detector
+    std::printf("samples %lld  loss %.4f  mAP@0.5 %.4f  mAP@0.5:0.95 %.4f", (long long)r.samples, r.loss, r.map50,
+                r.map50_95);
+  } else {
+    std::printf("samples %lld  loss %.4f  top-1 %.2f%%", (long long)r.samples, r.loss, 100.0 * r.top1);
+    if (r.top5 >= 0) std::printf("  top-5 %.2f%%", 100.0 * r.top5);
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+EvalResult run_evaluation(const EvalConfig& cfg) {
+  dist::World& world = dist::World::get();
+  std::optional<LoadedCheckpoint> loaded;
+  const ModelFacts facts = checkpoint_facts(cfg, world, loaded);
+  Setup s = evaluation_setup(cfg, world, facts, loaded);
   CheckpointTensors tensors;
   int64_t step = 0;
   if (loaded) tensors = std::move(loaded->tensors), step = loaded->info.global_step;
@@ -140,29 +184,8 @@ EvalResult run_evaluation(const EvalConfig& cfg) {
   const EvalTotals t = evaluate(*s.model, *s.val, input.get(), world.comm(), cfg.batch, hook);
   dist::agree_on_root(world.comm(), [&] { HT_CHECK(dump_error.empty(), dump_error); });
 
-  EvalResult r;
-  r.samples = int64_t(t.count);
-  r.loss = t.loss_sum / std::max(1.0, t.count);
-  if (t.detection()) {
-    r.top1 = -1, r.map50 = t.map50, r.map50_95 = t.map50_95;
-  } else {
-    r.top1 = t.top1 / std::max(1.0, t.count);
-    if (facts.classes >= 5) r.top5 = t.top5 / std::max(1.0, t.count);
-  }
-  if (world.rank() == 0) {
-    if (!cfg.quiet)
-      std::printf("eval: %s (%s, step %lld) on %s, %d rank(s)\n", cfg.checkpoint.c_str(), facts.name.c_str(),
-                  (long long)step, s.val->info().path.c_str(), world.size());
-    if (t.detection()) {
-      std::printf("samples %lld  loss %.4f  mAP@0.5 %.4f  mAP@0.5:0.95 %.4f", (long long)r.samples, r.loss, r.map50,
-                  r.map50_95);
-    } else {
-      std::printf("samples %lld  loss %.4f  top-1 %.2f%%", (long long)r.samples, r.loss, 100.0 * r.top1);
-      if (r.top5 >= 0) std::printf("  top-5 %.2f%%", 100.0 * r.top5);
-    }
-    std::printf("\n");
-    std::fflush(stdout);
-  }
+  const EvalResult r = result_of(t, facts.classes);
+  if (world.rank() == 0) print_evaluation(cfg, facts, step, s, world.size(), r);
   return r;
 }
 

@@ -183,16 +183,8 @@ void parse_rank_step(const std::string& text, const char* option, int ranks, int
   *step_out = step;
 }
 
-// Every check that needs no communication. Same config on every rank → same verdict, except for
-// rank-local facts (a file one node cannot read).
-Setup build_locally(const TrainConfig& cfg, dist::World& world) {
-  Setup s;
-  const int n = world.size();
-  HT_CHECK(cfg.threads >= 1, "--threads must be at least 1, got ", cfg.threads);
-  set_num_threads(cfg.threads);
-  HT_CHECK(cfg.device == "auto" || cfg.device == "cpu" || cfg.device == "cuda",
-           "--device must be auto, cpu or cuda, got ", quoted(cfg.device));
-  resolve_device(cfg.device, cfg.threads, cfg.quiet, world, s);
+// The option checks that need neither data nor model, in the order a user meets them; returns the mode.
+Mode check_options(const TrainConfig& cfg, int ranks) {
   HT_CHECK(cfg.global_batch >= 1, "--global-batch must be at least 1, got ", cfg.global_batch);
   HT_CHECK(cfg.epochs >= 1, "--epochs must be at least 1, got ", cfg.epochs);
   HT_CHECK(cfg.prefetch_depth >= 1, "--prefetch must be at least 1, got ", cfg.prefetch_depth);
@@ -218,8 +210,8 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   HT_CHECK(cfg.keep_checkpoints >= 1, "--keep-checkpoints must be at least 1, got ", cfg.keep_checkpoints);
   HT_CHECK(std::isfinite(cfg.stall_timeout) && cfg.stall_timeout >= 0, "--stall-timeout must be >= 0 seconds, got ",
            cfg.stall_timeout);
-  s.mode = parse_mode(cfg.mode);
-  if (is_elastic(s.mode)) {
+  const Mode mode = parse_mode(cfg.mode);
+  if (is_elastic(mode)) {
     HT_CHECK(cfg.fixed_split.empty(), "--split fixes the synchronous split; --mode ", cfg.mode,
              " has no global split (each rank takes --local-batch samples per step)");
     HT_CHECK(std::isfinite(cfg.elastic_alpha) && cfg.elastic_alpha > 0 && cfg.elastic_alpha <= 1,
@@ -228,9 +220,15 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
     HT_CHECK(cfg.local_batch >= 0, "--local-batch must not be negative, got ", cfg.local_batch);
     HT_CHECK(cfg.stop_at_step == 0, "--stop-at-step is for the synchronous mode (async ranks have no common step)");
   }
-  if (s.mode == Mode::Hybrid) parse_groups(cfg.groups, n);
+  if (mode == Mode::Hybrid) parse_groups(cfg.groups, ranks);
   dist::bucket_floats(cfg.bucket_mb);     // throws for a bad --bucket-mb
   dist::parse_hierarchy(cfg.hierarchical);  // throws for a bad --hierarchical
+  return mode;
+}
+
+// Rank 0 writes the checkpoints and the metrics: their folder is checked and locked now, not found
+// unwritable after hours, and what killed runs left there is cleared (with a note).
+void prepare_output_folders(const TrainConfig& cfg, const dist::World& world, Setup& s) {
   HT_CHECK(cfg.resume != "auto" || !cfg.checkpoint_dir.empty(), "--resume auto needs --checkpoint-dir (where to look)");
   if (!cfg.checkpoint_dir.empty() && world.rank() == 0) {  // rank 0 writes; find out now, not after hours
     check_writable_folder(cfg.checkpoint_dir, "--checkpoint-dir");
@@ -246,6 +244,10 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   if (!cfg.metrics_path.empty() && world.rank() == 0)
     for (const std::string& f : data::remove_stale_temporaries({cfg.metrics_path}))
       s.notes.push_back("metrics: removed " + f);
+}
+
+// The training data (and validation data), checked against each other and against the rank count.
+void open_data(const TrainConfig& cfg, int ranks, Setup& s) {
   HT_CHECK((cfg.synthetic > 0) != !cfg.data_path.empty(),
            cfg.synthetic > 0 ? "give either --data or --synthetic, not both" : "no training data: give --data FILE or --synthetic N");
 
@@ -279,7 +281,7 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
              " classes do not match the training data (", info.channels, "x", info.height, "x", info.width, ", ",
              info.num_classes, " classes)");
   }
-  HT_CHECK(info.num_samples >= n, "the training data has ", info.num_samples, " samples, fewer than the ", n,
+  HT_CHECK(info.num_samples >= ranks, "the training data has ", info.num_samples, " samples, fewer than the ", ranks,
            " ranks: every rank needs samples");
 
   // Every rank holds the order of a whole epoch (data::EpochPlan, 8 bytes a sample): a count that cannot fit
@@ -287,6 +289,11 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   check_memory_for(double(info.num_samples) * sizeof(int64_t),
                    (cfg.synthetic > 0 ? std::string("--synthetic ") : "--data " + cfg.data_path + ": ") +
                        std::to_string(info.num_samples) + " samples (the epoch order of every sample)");
+}
+
+// The model for the data's shape, and its loss: a detector needs boxes, a classifier labels.
+void build_model(const TrainConfig& cfg, Setup& s) {
+  const auto& info = s.train->info();
   nn::ModelConfig mc;
   mc.name = cfg.model;
   mc.in_channels = info.channels;
@@ -305,7 +312,11 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
       data::require_classification(src->info(), who);
   }
   if (s.model->detect_head()) s.detection = std::make_unique<DetectionLoss>(*s.model->detect_head());
+}
 
+// The epoch plan, the run's length, the learning-rate schedule and the optimizer.
+void build_optimizer(const TrainConfig& cfg, Setup& s) {
+  const auto& info = s.train->info();
   s.plan = std::make_unique<data::EpochPlan>(cfg.seed, info.num_samples, cfg.global_batch,
                                              cfg.last_batch == "drop" ? data::LastBatch::Drop : data::LastBatch::Partial);
   const int64_t spe = s.plan->steps_per_epoch();
@@ -329,27 +340,33 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   oc.weight_decay = cfg.weight_decay;
   oc.decay_bn_and_bias = cfg.decay_bn_and_bias;
   s.sgd = std::make_unique<optim::Sgd>(s.model->params(), oc);
-  if (world.rank() == 0) {  // rank 0 reads the checkpoint; make_setup hands it to every rank
-    ResumeChoice choice = load_for_resume(cfg, run_identity(cfg, s), s.model->params(),
-                                          cfg.config_text.empty() ? cfg.canonical() : cfg.config_text);
-    s.resume = std::move(choice.checkpoint);
-    s.notes.insert(s.notes.end(), choice.notes.begin(), choice.notes.end());
-    if (!cfg.checkpoint_dir.empty()) {
-      int others = 0;
-      std::string newest_other;
-      s.prunable_checkpoints = checkpoints_continued(cfg.checkpoint_dir, s.resume ? s.resume->info.global_step : -1,
-                                                     run_identity(cfg, s), others, newest_other);
-      if (others > 0)
-        s.notes.push_back("checkpoints: " + cfg.checkpoint_dir + " holds " + std::to_string(others) +
-                          " checkpoint file(s) this run does not continue (newest " + newest_other +
-                          "); they are never pruned, and --resume auto would prefer a higher-numbered one");
-    }
-  }
+}
 
-  s.emulator = dist::SpeedEmulator(cfg.emulate_speed, cfg.emulate_schedule, n);
+// Rank 0 reads the checkpoint to resume from (make_setup hands it to every rank) and finds which of the
+// folder's checkpoints this run continues (the only ones it may prune).
+void choose_resume(const TrainConfig& cfg, Setup& s) {
+  ResumeChoice choice = load_for_resume(cfg, run_identity(cfg, s), s.model->params(),
+                                        cfg.config_text.empty() ? cfg.canonical() : cfg.config_text);
+  s.resume = std::move(choice.checkpoint);
+  s.notes.insert(s.notes.end(), choice.notes.begin(), choice.notes.end());
+  if (!cfg.checkpoint_dir.empty()) {
+    int others = 0;
+    std::string newest_other;
+    s.prunable_checkpoints = checkpoints_continued(cfg.checkpoint_dir, s.resume ? s.resume->info.global_step : -1,
+                                                   run_identity(cfg, s), others, newest_other);
+    if (others > 0)
+      s.notes.push_back("checkpoints: " + cfg.checkpoint_dir + " holds " + std::to_string(others) +
+                        " checkpoint file(s) this run does not continue (newest " + newest_other +
+                        "); they are never pruned, and --resume auto would prefer a higher-numbered one");
+  }
+}
+
+// A fixed --split, or the balancer that fits the split to the ranks' measured speeds.
+void build_split(const TrainConfig& cfg, const dist::World& world, Setup& s) {
+  const int ranks = world.size();
   if (!cfg.fixed_split.empty()) {
     s.fixed_split = parse_int_list(cfg.fixed_split, "--split");
-    HT_CHECK(int(s.fixed_split.size()) == n, "--split lists ", s.fixed_split.size(), " batch sizes for ", n, " ranks");
+    HT_CHECK(int(s.fixed_split.size()) == ranks, "--split lists ", s.fixed_split.size(), " batch sizes for ", ranks, " ranks");
     int64_t sum = 0;
     for (int64_t b : s.fixed_split) {
       HT_CHECK(b >= 0, "--split: batch sizes must not be negative, got ", b);
@@ -357,7 +374,7 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
     }
     HT_CHECK(sum == cfg.global_batch, "--split sums to ", sum, " but --global-batch is ", cfg.global_batch);
   } else {
-    HT_CHECK(cfg.global_batch >= n, "--global-batch ", cfg.global_batch, " is smaller than the ", n,
+    HT_CHECK(cfg.global_batch >= ranks, "--global-batch ", cfg.global_batch, " is smaller than the ", ranks,
              " ranks: each rank needs at least one sample to be measured (use a larger batch or fewer ranks)");
     dist::BalanceConfig bc;
     bc.mode = dist::parse_balance_mode(cfg.balance);
@@ -370,8 +387,27 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
     s.balancer = std::make_unique<dist::Balancer>(world.comm(), cfg.global_batch, bc);
     s.balance_config = bc;
   }
-  parse_rank_step(cfg.debug_fail_at, "--debug-fail-at", n, &s.fail_rank, &s.fail_step);
-  parse_rank_step(cfg.debug_overflow_at, "--debug-overflow-at", n, &s.overflow_rank, &s.overflow_step);
+}
+
+// Every check that needs no communication. Same config on every rank → same verdict, except for
+// rank-local facts (a file one node cannot read).
+Setup build_locally(const TrainConfig& cfg, dist::World& world) {
+  Setup s;
+  HT_CHECK(cfg.threads >= 1, "--threads must be at least 1, got ", cfg.threads);
+  set_num_threads(cfg.threads);
+  HT_CHECK(cfg.device == "auto" || cfg.device == "cpu" || cfg.device == "cuda",
+           "--device must be auto, cpu or cuda, got ", quoted(cfg.device));
+  resolve_device(cfg.device, cfg.threads, cfg.quiet, world, s);
+  s.mode = check_options(cfg, world.size());
+  prepare_output_folders(cfg, world, s);
+  open_data(cfg, world.size(), s);
+  build_model(cfg, s);
+  build_optimizer(cfg, s);
+  if (world.rank() == 0) choose_resume(cfg, s);
+  s.emulator = dist::SpeedEmulator(cfg.emulate_speed, cfg.emulate_schedule, world.size());
+  build_split(cfg, world, s);
+  parse_rank_step(cfg.debug_fail_at, "--debug-fail-at", world.size(), &s.fail_rank, &s.fail_step);
+  parse_rank_step(cfg.debug_overflow_at, "--debug-overflow-at", world.size(), &s.overflow_rank, &s.overflow_step);
   return s;
 }
 
