@@ -122,7 +122,7 @@ void global_avgpool_backward(T* din, const T* dout, int N, int C, int HW);
 // probs [N, K] (saved for backward); returns the mean loss over N.
 template <typename T>
 T softmax_xent_forward(T* probs, const T* logits, const int32_t* labels, int N, int K, T label_smoothing);
-// dlogits [N, K] = (probs - target) · scale   (scale = 1/N for the mean loss)
+// dlogits [N, K] = (probs - target) · scale   (scale = 1/N for the mean loss); dlogits may be probs itself
 template <typename T>
 void softmax_xent_backward(T* dlogits, const T* probs, const int32_t* labels, int N, int K, T label_smoothing,
                            T scale);

@@ -224,6 +224,15 @@ int64_t pack_one(const SampleSource& src, const std::vector<int64_t>& order, con
 
   // Phase 1: every rank writes its shards to temp files; errors are held until all ranks meet.
   std::vector<std::unique_ptr<FileWriter>> writers;
+  // A failure anywhere: every rank deletes its temp files, then throws (agree).
+  auto agree_or_discard = [&](const std::string& error) {
+    try {
+      agree(error, output, opt.comm);
+    } catch (...) {
+      writers.clear();
+      throw;
+    }
+  };
   // Σx per channel, Σx² per channel, pixel count per channel, boxes (exact in a double below 2^53)
   std::vector<double> stats(2 * C + 2, 0.0);
   std::string error;
@@ -248,13 +257,7 @@ int64_t pack_one(const SampleSource& src, const std::vector<int64_t>& order, con
   } catch (const std::exception& e) {
     error = e.what();
   }
-  int failed = error.empty() ? 0 : 1, any_failed = 0;
-  allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, opt.comm);
-  if (any_failed) {
-    writers.clear();  // deletes the temp files
-    if (failed) HT_THROW(error);
-    HT_THROW("stopping: another rank failed while packing ", output);
-  }
+  agree_or_discard(error);
 
   // Phase 2: the global mean/std go into every file, so each shard also reads alone.
   std::vector<double> total(stats.size());
@@ -268,17 +271,10 @@ int64_t pack_one(const SampleSource& src, const std::vector<int64_t>& order, con
   try {
     for (size_t k = 0; k < writers.size(); ++k)
       writers[k]->finish(mean, stdev, S == 1 ? -1 : rank + int(k) * size, S);
-    failed = 0;
   } catch (const Error& e) {
     error = e.message();
-    failed = 1;
   }
-  allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, opt.comm);
-  if (any_failed) {
-    writers.clear();
-    if (failed) HT_THROW(error);
-    HT_THROW("stopping: another rank failed while packing ", output);
-  }
+  agree_or_discard(error);
   for (auto& w : writers) w->commit();
   barrier(opt.comm);
 

@@ -48,16 +48,6 @@ DeviceInput::Uploaded DeviceInput::upload(const data::Batch& batch) {
   return out;
 }
 
-// ---------------------------------------------------------------- loss
-Tensor DeviceLoss::compute(const Tensor& logits, const int32_t* device_labels, float label_smoothing,
-                           bool want_gradient, float loss_scale) {
-  HT_CHECK(logits.device() == Device::CUDA && logits.ndim() == 2, "DeviceLoss: expected logits [n, K] on cuda");
-  // The local loss is the mean over the n local samples; the b_r/B weight comes in the reduction.
-  return loss_.compute(logits, device_labels, label_smoothing, want_gradient, loss_scale);
-}
-
-void DeviceLoss::read(double* loss_sum, double* correct) { loss_.read(loss_sum, correct); }
-
 int64_t count_nonfinite(const Tensor& t) { return ops::count_nonfinite(t); }
 
 }  // namespace hetrain::train

@@ -13,7 +13,6 @@
 
 #include "hetrain/data.hpp"
 #include "hetrain/tensor.hpp"
-#include "ops/softmax_xent/softmax_xent.hpp"
 
 namespace hetrain {
 class StagedUpload;
@@ -45,22 +44,6 @@ class DeviceInput {
   data::DatasetInfo info_;
   std::unique_ptr<StagedUpload> staging_;
   Tensor floats_[2];  // the normalised images of each slot
-};
-
-// Softmax cross-entropy and top-1 on the device for one step. compute() enqueues the kernels and the
-// copies of the per-row losses and the correct count into pinned memory; read() waits for them.
-class DeviceLoss {
- public:
-  // logits [n, K] on the device → dlogits [n, K] of the MEAN loss over the n rows, times `loss_scale`
-  // (valid until the next compute()). Without `want_gradient` (evaluation) only the loss and the count are
-  // computed.
-  Tensor compute(const Tensor& logits, const int32_t* device_labels, float label_smoothing, bool want_gradient,
-                 float loss_scale = 1.0f);
-  // Σ row losses and the number of correct rows of the last compute(); waits for the device.
-  void read(double* loss_sum, double* correct);
-
- private:
-  ops::SoftmaxXentLoss loss_;
 };
 
 // NaN and ±Inf elements of t, on either device (ops/nonfinite). Waits for the result.

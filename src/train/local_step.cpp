@@ -21,23 +21,13 @@ LocalOutcome LocalStep::run(const data::Batch& batch, const DeviceInput::Uploade
     if (on_gpu && while_device_computes) while_device_computes();
     return out;
   }
-  if (on_gpu) {
-    Tensor logits = s_.model->forward(input.images, /*training=*/true);
-    s_.model->backward(s_.loss->compute(logits, input.labels, label_smoothing_, true, loss_scale), grads_final);
-    if (while_device_computes) while_device_computes();
-    s_.loss->read(&out.loss_sum, &out.correct);
-    return out;
-  }
-  const int K = s_.train->info().num_classes;
-  Tensor logits = s_.model->forward(batch.images, /*training=*/true);
-  Tensor probs({b, K}), dlogits({b, K});
-  const float loss =
-      cpu::softmax_xent_forward(probs.data(), logits.data(), batch.labels.data(), int(b), K, label_smoothing_);
-  out.correct = double(cpu::top1_correct(logits.data(), batch.labels.data(), int(b), K));
-  out.loss_sum = double(loss) * double(b);
-  cpu::softmax_xent_backward(dlogits.data(), probs.data(), batch.labels.data(), int(b), K, label_smoothing_,
-                             loss_scale / float(b));
-  s_.model->backward(dlogits, grads_final);
+  // Classifiers: softmax cross-entropy on the rank's device (ops/softmax_xent); on a GPU the loss and the
+  // correct count are read back once the rest of the step is queued.
+  Tensor logits = s_.model->forward(on_gpu ? input.images : batch.images, /*training=*/true);
+  const int32_t* labels = on_gpu ? input.labels : batch.labels.data();
+  s_.model->backward(s_.loss->compute(logits, labels, label_smoothing_, true, loss_scale), grads_final);
+  if (on_gpu && while_device_computes) while_device_computes();
+  s_.loss->read(&out.loss_sum, &out.correct);
   return out;
 }
 

@@ -311,7 +311,10 @@ void build_model(const TrainConfig& cfg, Setup& s) {
     else
       data::require_classification(src->info(), who);
   }
-  if (s.model->detect_head()) s.detection = std::make_unique<DetectionLoss>(*s.model->detect_head());
+  if (s.model->detect_head())
+    s.detection = std::make_unique<DetectionLoss>(*s.model->detect_head());
+  else
+    s.loss = std::make_unique<ops::SoftmaxXentLoss>();
 }
 
 // The epoch plan, the run's length, the learning-rate schedule and the optimizer.
@@ -411,7 +414,7 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   return s;
 }
 
-// GPU ranks: the model, its input and loss buffers go to the GPU, and the largest local batch that fits
+// GPU ranks: the model and its input buffers go to the GPU, and the largest local batch that fits
 // in the memory left is measured. Runs after the parameter checksum (which reads host memory). A failure
 // here (e.g. out of memory) is this rank's alone: the caller ends the job.
 void place_on_device(const TrainConfig& cfg, Setup& s) {
@@ -423,7 +426,6 @@ void place_on_device(const TrainConfig& cfg, Setup& s) {
   s.model->to(Device::CUDA, cfg.precision);
   s.input = std::make_unique<DeviceInput>(s.train->info());
   if (s.val) s.val_input = std::make_unique<DeviceInput>(s.val->info());
-  s.loss = std::make_unique<DeviceLoss>();
   int64_t per_sample = s.model->activation_bytes_per_sample();
   // 16-bit convolutions and products cast their operands into scratch that grows with the batch and is not
   // part of the activation pool; measured after the batch-4 step above, so at most this much per sample.

@@ -11,6 +11,7 @@
 #include "hetrain/nn.hpp"
 #include "hetrain/optim.hpp"
 #include "hetrain/train.hpp"
+#include "ops/softmax_xent/softmax_xent.hpp"
 #include "train/batch_source.hpp"
 #include "train/detection.hpp"
 #include "train/device_step.hpp"
@@ -42,7 +43,7 @@ struct Setup {
   LossScaler loss_scaler{false};             // active in fp16 jobs, on every rank (train/loss_scale.hpp)
   int64_t memory_cap = -1;                   // GPU ranks: the largest local batch that fits (-1: no cap)
   std::unique_ptr<DeviceInput> input, val_input;  // GPU ranks: batches to the device
-  std::unique_ptr<DeviceLoss> loss;               // GPU ranks: loss and accuracy on the device (classifiers)
+  std::unique_ptr<ops::SoftmaxXentLoss> loss;     // classifiers: loss and accuracy on the rank's device
   std::unique_ptr<DetectionLoss> detection;       // detectors (model->detect_head()): YOLOv5's loss, any device
   int fail_rank = -1;                        // --debug-fail-at: injected failure
   int64_t fail_step = -1;

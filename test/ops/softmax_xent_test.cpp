@@ -2,12 +2,14 @@
 // (double), stability with huge logits, and top-1 counting.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "hetrain/error.hpp"
 #include "hetrain/ops.hpp"
 #include "op_test_util.hpp"
+#include "ops/softmax_xent/softmax_xent.hpp"
 
 using namespace hetrain::cpu;
 using namespace ops_test;
@@ -68,4 +70,26 @@ TEST(Top1, CountsArgmaxHitsFirstMaxWinsTies) {
                                      5.0f, 4.0f, 3.0f};  // argmax 0
   const std::vector<int32_t> labels = {1, 1, 2, 1};
   EXPECT_EQ(top1_correct(logits.data(), labels.data(), 4, 3), 2);
+}
+
+// The loss op (ops::SoftmaxXentLoss, what the local step calls on every device) on the CPU: the same
+// loss, count and gradient as the functions above with separate buffers. Its backward runs in place on the
+// probabilities, which once overwrote the label's probability before reading it.
+TEST(SoftmaxXentLoss, OnTheCpuEqualsTheFunctionsBitForBit) {
+  const int N = 5, K = 7;
+  const std::vector<float> values = random_vec<float>(size_t(N) * K, 11, -3.0, 3.0);
+  const std::vector<int32_t> labels = {0, 6, 3, 3, 1};
+  hetrain::Tensor logits({N, K});
+  std::copy(values.begin(), values.end(), logits.data());
+  std::vector<float> probs(size_t(N) * K), want(size_t(N) * K);
+  const float mean = softmax_xent_forward(probs.data(), values.data(), labels.data(), N, K, 0.1f);
+  softmax_xent_backward(want.data(), probs.data(), labels.data(), N, K, 0.1f, 0.5f / float(N));
+  hetrain::ops::SoftmaxXentLoss loss;
+  const hetrain::Tensor d = loss.compute(logits, labels.data(), 0.1f, /*want_gradient=*/true, 0.5f);
+  double loss_sum = 0, correct = 0;
+  loss.read(&loss_sum, &correct);
+  EXPECT_EQ(loss_sum, double(mean) * N);
+  EXPECT_EQ(correct, double(top1_correct(values.data(), labels.data(), N, K)));
+  ASSERT_EQ(d.numel(), int64_t(N) * K);
+  for (int i = 0; i < N * K; ++i) EXPECT_EQ(d.data()[i], want[size_t(i)]) << "element " << i;
 }

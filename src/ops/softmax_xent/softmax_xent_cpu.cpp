@@ -57,8 +57,9 @@ void softmax_xent_backward(T* dlogits, const T* probs, const int32_t* labels, in
   for (int n = 0; n < N; ++n) {
     const T* p = probs + int64_t(n) * K;
     T* d = dlogits + int64_t(n) * K;
+    const T at_label = (p[labels[n]] - on) * scale;  // read first: dlogits may be probs itself (in place)
     for (int k = 0; k < K; ++k) d[k] = (p[k] - off) * scale;
-    d[labels[n]] = (p[labels[n]] - on) * scale;
+    d[labels[n]] = at_label;
   }
 }
 
