@@ -197,8 +197,8 @@ std::string rows_suffix(const hetrain::Shape& shape) {
 
 int run_cpu(const Options& o) {
   hetrain::set_num_threads(o.threads);
-  hetrain::cpu::set_cpu_conv_backend(o.cpu_conv == "im2col" ? hetrain::cpu::CpuConvBackend::Im2col
-                                                             : hetrain::cpu::CpuConvBackend::Auto);
+  hetrain::ops::cpu::set_cpu_conv_backend(o.cpu_conv == "im2col" ? hetrain::ops::cpu::CpuConvBackend::Im2col
+                                                             : hetrain::ops::cpu::CpuConvBackend::Auto);
   auto model = make_model(o);
   hetrain::optim::Sgd sgd(model->params(), hetrain::optim::SgdConfig{});
   const int N = o.batch, K = o.classes;
@@ -222,8 +222,8 @@ int run_cpu(const Options& o) {
       loss = dot(logits, drows);  // before backward: the rows live in the model's buffers
       model->backward(drows);
     } else {
-      loss = hetrain::cpu::softmax_xent_forward(probs.data(), logits.data(), b.labels.data(), N, K, 0.0f);
-      hetrain::cpu::softmax_xent_backward(dlogits.data(), probs.data(), b.labels.data(), N, K, 0.0f, 1.0f / N);
+      loss = hetrain::ops::cpu::softmax_xent_forward(probs.data(), logits.data(), b.labels.data(), N, K, 0.0f);
+      hetrain::ops::cpu::softmax_xent_backward(dlogits.data(), probs.data(), b.labels.data(), N, K, 0.0f, 1.0f / N);
       model->backward(dlogits);
     }
     sgd.step(model->params(), 0.01f);
@@ -233,7 +233,7 @@ int run_cpu(const Options& o) {
   std::printf("impl=hetrain model=%s size=%d batch=%d threads=%d steps=%d params=%lld seconds=%.4f "
               "samples_per_s=%.3f peak_mb=%.1f loss=%.4f conv=%s%s\n",
               model_label(o.model).c_str(), o.size, N, o.threads, done, (long long)model->param_count(), seconds,
-              double(N) * done / seconds, peak_rss_mib(), loss, hetrain::cpu::cpu_conv_backend_name(), extra.c_str());
+              double(N) * done / seconds, peak_rss_mib(), loss, hetrain::ops::cpu::cpu_conv_backend_name(), extra.c_str());
   return 0;
 }
 

@@ -155,7 +155,7 @@ class DeviceBuffer {
 
 // ---------------------------------------------------------------- loss and metrics (kernels/softmax_xent.cu)
 // One block per row. probs [N, K]; row_loss [N] = -Σ_k target_k·log p_k with target = (1-ε)·onehot + ε/K
-// (the mean over rows is cpu::softmax_xent_forward's return value). A label outside [0, K) gives a NaN loss
+// (the mean over rows is ops::cpu::softmax_xent_forward's return value). A label outside [0, K) gives a NaN loss
 // for that row (kernels cannot throw; the NaN check catches it).
 void softmax_xent_forward(float* probs, float* row_loss, const float* logits, const int32_t* labels, int N, int K,
                           float label_smoothing, CudaStream stream);
@@ -251,7 +251,7 @@ void accumulate_16bit(float* acc, const void* half, int64_t n, Precision precisi
 size_t low_precision_scratch_bytes();
 
 // ---------------------------------------------------------------- cuDNN convolution (src/cuda/conv_cudnn.cpp)
-// NCHW float convolution through cuDNN with the same contract as cpu::conv2d_*: forward overwrites out and
+// NCHW float convolution through cuDNN with the same contract as ops::cpu::conv2d_*: forward overwrites out and
 // adds bias; backward overwrites din (when non-null) and ACCUMULATES dweight and dbias (dbias may be null).
 // The algorithms are chosen once per shape (cached for the process) among those whose workspace fits
 // max_workspace_bytes. `precision` (hetrain/precision.hpp): FP32 FMA math; TF32 tensor-core math; or BF16/FP16
@@ -286,7 +286,7 @@ class CudnnConv2d {
 };
 
 // ---------------------------------------------------------------- batch norm (src/cuda/batchnorm_cudnn.cpp)
-// cuDNN spatial batch norm with cpu::batchnorm_*'s contract, per channel over N·HW values of in [N, C, HW]:
+// cuDNN spatial batch norm with ops::cpu::batchnorm_*'s contract, per channel over N·HW values of in [N, C, HW]:
 // training saves mean and invstd = 1/sqrt(biased var + eps) [C] and updates the running stats with PyTorch's
 // convention, running = (1-momentum)·running + momentum·batch, running_var from the unbiased variance.
 // Null running_mean/running_var: not updated; null gamma/beta: 1/0. Training needs N·HW > 1; N = 0 does
@@ -304,7 +304,7 @@ void batchnorm_backward(float* din, float* dgamma, float* dbeta, const float* do
 
 // ---------------------------------------------------------------- pooling (src/cuda/pool2d_cudnn.cpp, kernels/pool.cu)
 // Square windows with Pool2dGeom (floor output size, pad ≤ kernel/2); out [N, C, P, Q]. Backward
-// overwrites din [N, C, H, W]. Max pooling keeps no argmax (unlike cpu::maxpool2d_*): its backward takes the
+// overwrites din [N, C, H, W]. Max pooling keeps no argmax (unlike ops::cpu::maxpool2d_*): its backward takes the
 // forward's in and out, and sends each gradient to the window's maximum (cuDNN's deterministic mode).
 void maxpool2d_forward(float* out, const float* in, const Pool2dGeom& g, CudaStream stream);
 void maxpool2d_backward(float* din, const float* dout, const float* out, const float* in, const Pool2dGeom& g,
@@ -319,13 +319,13 @@ void global_avgpool_forward(float* out, const float* in, int N, int C, int HW, C
 void global_avgpool_backward(float* din, const float* dout, int N, int C, int HW, CudaStream stream);
 
 // ---------------------------------------------------------------- activation (kernels/relu.cu)
-// out [n] = max(in, 0); din [n] = dout·[out > 0] (from the forward's output, as cpu::relu_backward), bit for
+// out [n] = max(in, 0); din [n] = dout·[out > 0] (from the forward's output, as ops::cpu::relu_backward), bit for
 // bit as the CPU (a NaN input gives 0). Both may run in place (out == in, din == dout).
 void relu_forward(float* out, const float* in, int64_t n, CudaStream stream);
 void relu_backward(float* din, const float* dout, const float* out, int64_t n, CudaStream stream);
 
 // ---------------------------------------------------------------- dense layer (src/cuda/linear_cublas.cpp)
-// Row-major, as cpu::linear_*: out [N, O] = in [N, I] · weight [O, I]ᵀ + bias [O] (bias may be null).
+// Row-major, as ops::cpu::linear_*: out [N, O] = in [N, I] · weight [O, I]ᵀ + bias [O] (bias may be null).
 // Backward overwrites din [N, I] and ACCUMULATES dweight [O, I] and dbias [O]; each may be null (not needed).
 // precision: FP32; TF32 tensor-core products (10-bit mantissa); or BF16/FP16 operands with FP32 accumulation
 // (docs/precision.md). The data in and out stays float. At BF16/FP16 the operands are cast into the device's

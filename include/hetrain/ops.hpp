@@ -1,4 +1,4 @@
-// hetrain/ops.hpp — the CPU implementations of the older ops (namespace cpu), forward and backward side by
+// hetrain/ops.hpp — the CPU implementations of the older ops (namespace ops::cpu), forward and backward side by
 // side: the code of src/ops/<op>/ that tests, twins and the training step call by name. The Tensor-level
 // entry points that pick a device are the op layer's, namespace ops, in src/ops/<op>/<op>.hpp
 // (docs/architecture.md, "Ops").
@@ -19,7 +19,7 @@
 
 #include "hetrain/geometry.hpp"
 
-namespace hetrain::cpu {
+namespace hetrain::ops::cpu {
 
 // ---------------------------------------------------------------- convolution
 // Geometry: Conv2dGeom (hetrain/geometry.hpp).
@@ -130,4 +130,4 @@ void softmax_xent_backward(T* dlogits, const T* probs, const int32_t* labels, in
 template <typename T>
 int64_t top1_correct(const T* logits, const int32_t* labels, int N, int K);
 
-}  // namespace hetrain::cpu
+}  // namespace hetrain::ops::cpu

@@ -1,8 +1,8 @@
-// src/cuda/batchnorm_cudnn.cpp — spatial batch norm through cuDNN with cpu::batchnorm_*'s contract.
+// src/cuda/batchnorm_cudnn.cpp — spatial batch norm through cuDNN with ops::cpu::batchnorm_*'s contract.
 //
 // cuDNN's running update is runningMean = (1-factor)·running + factor·mean with the unbiased variance for
 // runningVariance: PyTorch's momentum convention with factor = momentum. It saves the mean and
-// 1/sqrt(var + eps) (biased var), which is what cpu::batchnorm_forward_train saves. Where hetrain allows a
+// 1/sqrt(var + eps) (biased var), which is what ops::cpu::batchnorm_forward_train saves. Where hetrain allows a
 // null pointer and cuDNN does not (γ, β; one of the two running stats; dγ, dβ, dx), the per-device helper
 // buffers of scratch.hpp stand in. Backward accumulates the parameter gradients with betaParamDiff = 1 and
 // overwrites dx with betaDataDiff = 0.

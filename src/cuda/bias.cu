@@ -1,5 +1,5 @@
 // src/cuda/bias.cu — bias broadcast and bias gradient for the cuBLAS dense layer (src/cuda/linear_cublas.cpp).
-// CPU twin: the bias parts of cpu::linear_forward / linear_backward.
+// CPU twin: the bias parts of ops::cpu::linear_forward / linear_backward.
 #include <cstdint>
 
 #include "cuda/bias_kernels.hpp"

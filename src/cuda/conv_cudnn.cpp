@@ -4,7 +4,7 @@
 // repeats a handful of shapes, and measuring costs far more than a step. Only algorithms whose workspace
 // fits the bound are considered. All convolutions of a device share one workspace, grown to the largest
 // need: layers run one after another on one stream, so a ResNet-50 holds one layer's workspace instead of
-// the sum over its 53 convolutions (each up to the bound). The contract is cpu::conv2d_*'s: forward overwrites, dweight/dbias accumulate (beta = 1).
+// the sum over its 53 convolutions (each up to the bound). The contract is ops::cpu::conv2d_*'s: forward overwrites, dweight/dbias accumulate (beta = 1).
 //
 // BF16 and FP16 (docs/precision.md). Tensors stay float; only the convolution's operands are 16-bit. The
 // x, w and y descriptors take the 16-bit type and the convolution descriptor computes in float: cuDNN's
@@ -118,7 +118,7 @@ struct CudnnConv2d::Impl {
 
   void make_conv(cudnnConvolutionDescriptor_t* c) {
     HT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(c));
-    // CUDNN_CROSS_CORRELATION: what deep-learning "convolution" (and cpu::conv2d) computes.
+    // CUDNN_CROSS_CORRELATION: what deep-learning "convolution" (and ops::cpu::conv2d) computes.
     HT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(*c, g.pad, g.pad, g.stride, g.stride, 1, 1,
                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     // The search below may still settle on another math type per direction (it reports the one it ran).

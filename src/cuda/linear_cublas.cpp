@@ -1,4 +1,4 @@
-// src/cuda/linear_cublas.cpp — the dense layer through cuBLAS, row-major as cpu::linear_*.
+// src/cuda/linear_cublas.cpp — the dense layer through cuBLAS, row-major as ops::cpu::linear_*.
 //
 // cuBLAS is column-major: a row-major [R, C] matrix is its column-major transpose [C, R] with leading
 // dimension C. So, in column-major terms,

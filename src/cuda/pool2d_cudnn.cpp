@@ -11,7 +11,7 @@ namespace hetrain::cuda {
 namespace {
 
 void check_geom(const Pool2dGeom& g, const char* who) {
-  // pad ≤ kernel/2 (PyTorch's rule, and cpu::'s) guarantees every window overlaps the image.
+  // pad ≤ kernel/2 (PyTorch's rule, and ops::cpu::'s) guarantees every window overlaps the image.
   HT_CHECK(g.N >= 0 && g.C > 0 && g.H > 0 && g.W > 0 && g.kernel > 0 && g.stride > 0 && g.pad >= 0 &&
                2 * g.pad <= g.kernel && g.P() > 0 && g.Q() > 0,
            who, ": bad geometry N=", g.N, " C=", g.C, " H=", g.H, " W=", g.W, " kernel=", g.kernel,

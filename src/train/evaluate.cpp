@@ -70,9 +70,9 @@ EvalTotals evaluate(nn::Model& model, BatchSource& source, DeviceInput* input, M
                                                              const Tensor& logits) {
     const int64_t b = logits.dim(0);
     Tensor probs({b, K});
-    t.loss_sum += double(cpu::softmax_xent_forward(probs.data(), logits.data(), batch.labels.data(), int(b), K,
+    t.loss_sum += double(ops::cpu::softmax_xent_forward(probs.data(), logits.data(), batch.labels.data(), int(b), K,
                                                    0.0f)) * double(b);
-    t.top1 += double(cpu::top1_correct(logits.data(), batch.labels.data(), int(b), K));
+    t.top1 += double(ops::cpu::top1_correct(logits.data(), batch.labels.data(), int(b), K));
     t.top5 += double(topk_correct(logits.data(), batch.labels.data(), b, K, 5));
     t.count += double(b);
     if (first) {

@@ -127,7 +127,7 @@ CheckpointInfo checkpoint_info(const TrainConfig& cfg, const Setup& s, int64_t g
 
 void resolve_device(const std::string& requested, int threads, bool quiet, const dist::World& world, Setup& s) {
   const std::string cpu = "cpu (" + std::to_string(threads) + (threads == 1 ? " thread, " : " threads, ") +
-                          cpu::cpu_kernels_description() + ")";
+                          ops::cpu::cpu_kernels_description() + ")";
   const int gpus = requested == "cpu" ? 0 : cuda_device_count();
   if (requested == "cuda") HT_CHECK(gpus > 0, "--device cuda: ", cuda_status(), "; use --device cpu or auto");
   if (gpus == 0) {

@@ -1,4 +1,4 @@
-// test/gpu/batchnorm_test.cpp — cuda::batchnorm_* (cuDNN) against cpu::batchnorm_* (double statistics).
+// test/gpu/batchnorm_test.cpp — cuda::batchnorm_* (cuDNN) against ops::cpu::batchnorm_* (double statistics).
 // Tolerances (atol + rtol·|ref|): out, din 1e-4 + 1e-3; saved mean, invstd, running stats 1e-5 + 1e-4;
 // dgamma, dbeta (sums over N·HW terms in another order) 1e-3 + 1e-4.
 #include <gtest/gtest.h>
@@ -45,13 +45,13 @@ void check_batchnorm(const Case& k, uint32_t seed) {
   std::vector<float> out_ref(n), mean_ref(C), invstd_ref(C), rmean_ref = rmean0, rvar_ref = rvar0;
   std::vector<float> din_ref(n, 7.0f), dg_ref(C, 0.5f), db_ref(C, -0.25f);
   const bool rm = k.running && !k.only_running_var, rv = k.running || k.only_running_var;
-  cpu::batchnorm_forward_train(out_ref.data(), mean_ref.data(), invstd_ref.data(), rm ? rmean_ref.data() : nullptr,
+  ops::cpu::batchnorm_forward_train(out_ref.data(), mean_ref.data(), invstd_ref.data(), rm ? rmean_ref.data() : nullptr,
                                rv ? rvar_ref.data() : nullptr, in.data(), g_ref, b_ref, N, C, HW, momentum, eps);
-  cpu::batchnorm_backward(k.want_din ? din_ref.data() : nullptr, k.want_dgamma ? dg_ref.data() : nullptr,
+  ops::cpu::batchnorm_backward(k.want_din ? din_ref.data() : nullptr, k.want_dgamma ? dg_ref.data() : nullptr,
                           k.want_dbeta ? db_ref.data() : nullptr, dout.data(), in.data(), g_ref, mean_ref.data(),
                           invstd_ref.data(), N, C, HW);
   std::vector<float> eval_ref(n);
-  cpu::batchnorm_forward_eval(eval_ref.data(), in.data(), g_ref, b_ref, rmean0.data(), rvar0.data(), N, C, HW, eps);
+  ops::cpu::batchnorm_forward_eval(eval_ref.data(), in.data(), g_ref, b_ref, rmean0.data(), rvar0.data(), N, C, HW, eps);
 
   cuda::DeviceBuffer<float> d_in(n), d_out(n), d_eval(n), d_dout(n), d_din(n), d_g(C), d_b(C), d_rm(C), d_rv(C),
       d_mean(C), d_invstd(C), d_dg(C), d_db(C);
@@ -131,7 +131,7 @@ TEST(CudaBatchNorm, EmptyBatchAndBadSizes) {
                                 0, 2, 4, 0.1f, 1e-5f, nullptr);
   cuda::device_synchronize();
   expect_close("running_mean", rm.download(), std::vector<float>{0.25f, -0.5f}, 0, 0);
-  // One value per channel cannot be normalised in training (as cpu:: and PyTorch).
+  // One value per channel cannot be normalised in training (as ops::cpu:: and PyTorch).
   EXPECT_THROW(cuda::batchnorm_forward_train(buf.data(), buf.data(), buf.data(), nullptr, nullptr, buf.data(), nullptr,
                                              nullptr, 1, 2, 1, 0.1f, 1e-5f, nullptr),
                Error);

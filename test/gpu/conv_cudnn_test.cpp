@@ -1,4 +1,4 @@
-// test/gpu/conv_cudnn_test.cpp — cuda::CudnnConv2d against cpu::conv2d_forward_naive / backward_naive.
+// test/gpu/conv_cudnn_test.cpp — cuda::CudnnConv2d against ops::cpu::conv2d_forward_naive / backward_naive.
 // FP32 (no TF32): atol 1e-4 + rtol 1e-4 for out and din, atol 1e-3 + rtol 1e-4 for dweight and dbias (sums
 // over N·P·Q terms in a different order). With TF32 (10-bit mantissa): rtol 5e-3 relative to the largest
 // reference value.
@@ -23,8 +23,8 @@ void check_conv(const Conv2dGeom& g, bool tf32, uint32_t seed) {
   auto bias = gpu_test::random_floats(g.K, seed + 2), dout = gpu_test::random_floats(nout, seed + 3);
   // Gradients start non-zero: dweight and dbias must accumulate, din must be overwritten.
   std::vector<float> out_ref(nout), din_ref(nin, 7.0f), dw_ref(nw, 0.5f), db_ref(g.K, -0.25f);
-  cpu::conv2d_forward_naive(out_ref.data(), in.data(), w.data(), bias.data(), g);
-  cpu::conv2d_backward_naive(din_ref.data(), dw_ref.data(), db_ref.data(), dout.data(), in.data(), w.data(), g);
+  ops::cpu::conv2d_forward_naive(out_ref.data(), in.data(), w.data(), bias.data(), g);
+  ops::cpu::conv2d_backward_naive(din_ref.data(), dw_ref.data(), db_ref.data(), dout.data(), in.data(), w.data(), g);
 
   cuda::DeviceBuffer<float> d_in(nin), d_w(nw), d_b(g.K), d_out(nout), d_dout(nout), d_din(nin), d_dw(nw), d_db(g.K);
   d_in.upload(in);

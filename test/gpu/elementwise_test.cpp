@@ -1,4 +1,4 @@
-// test/gpu/elementwise_test.cpp — residual add and accumulate against cpu:: (exact: one float add each),
+// test/gpu/elementwise_test.cpp — residual add and accumulate against ops::cpu:: (exact: one float add each),
 // and the NaN/Inf count against its twin (exact).
 #include <gtest/gtest.h>
 
@@ -39,8 +39,8 @@ TEST(CudaElementwise, AddAndAccumulateParity) {
     SCOPED_TRACE("n=" + std::to_string(n));
     auto a = gpu_test::random_floats(n, 1), b = gpu_test::random_floats(n, 2);
     std::vector<float> sum_ref(n), acc_ref = a;
-    cpu::add_forward(sum_ref.data(), a.data(), b.data(), n);
-    cpu::accumulate(acc_ref.data(), b.data(), n);
+    ops::cpu::add_forward(sum_ref.data(), a.data(), b.data(), n);
+    ops::cpu::accumulate(acc_ref.data(), b.data(), n);
     cuda::DeviceBuffer<float> da(n), db(n), dout(n);
     da.upload(a);
     db.upload(b);
@@ -50,7 +50,7 @@ TEST(CudaElementwise, AddAndAccumulateParity) {
     expect_close("accumulate", da.download(), acc_ref, 0, 0);
     cuda::add_forward(db.data(), db.data(), db.data(), n, nullptr);  // aliasing allowed
     std::vector<float> twice(n);
-    cpu::add_forward(twice.data(), b.data(), b.data(), n);
+    ops::cpu::add_forward(twice.data(), b.data(), b.data(), n);
     expect_close("add in place", db.download(), twice, 0, 0);
   }
 }

@@ -1,4 +1,4 @@
-// test/gpu/linear_test.cpp — cuda::linear_* (cuBLAS) against cpu::linear_*.
+// test/gpu/linear_test.cpp — cuda::linear_* (cuBLAS) against ops::cpu::linear_*.
 // FP32: atol 1e-4·√k + rtol 1e-4 where k is the length of the sums (I for out, O for din, N for dweight and
 // dbias): rounding grows like √k with products of values in [-1, 1]. TF32 (10-bit mantissa products): plus
 // 5e-3 of the largest reference value.
@@ -26,8 +26,8 @@ void check_linear(int N, int I, int O, bool with_bias, bool want_din, bool tf32,
   auto b = gpu_test::random_floats(O, seed + 2), dout = gpu_test::random_floats(nout, seed + 3);
   // Gradients start non-zero: dweight and dbias accumulate, din is overwritten.
   std::vector<float> out_ref(nout), din_ref(nin, 7.0f), dw_ref(nw, 0.5f), db_ref(O, -0.25f);
-  cpu::linear_forward(out_ref.data(), in.data(), w.data(), with_bias ? b.data() : nullptr, N, I, O);
-  cpu::linear_backward(want_din ? din_ref.data() : nullptr, dw_ref.data(), with_bias ? db_ref.data() : nullptr,
+  ops::cpu::linear_forward(out_ref.data(), in.data(), w.data(), with_bias ? b.data() : nullptr, N, I, O);
+  ops::cpu::linear_backward(want_din ? din_ref.data() : nullptr, dw_ref.data(), with_bias ? db_ref.data() : nullptr,
                        dout.data(), in.data(), w.data(), N, I, O);
 
   cuda::DeviceBuffer<float> d_in(nin), d_w(nw), d_b(O), d_out(nout), d_dout(nout), d_din(nin), d_dw(nw), d_db(O);

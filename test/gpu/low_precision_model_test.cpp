@@ -82,8 +82,8 @@ Run train(const nn::ModelConfig& mc, int N, Precision precision, float loss_scal
     const Tensor x_gpu = x.to(Device::CUDA);  // kept until backward, which reads it
     const Tensor logits = model->forward(x_gpu, true).to(Device::CPU);
     Tensor probs({N, K}), dlogits({N, K});
-    run.losses.push_back(cpu::softmax_xent_forward(probs.data(), logits.data(), labels.data(), N, K, 0.0f));
-    cpu::softmax_xent_backward(dlogits.data(), probs.data(), labels.data(), N, K, 0.0f, loss_scale / float(N));
+    run.losses.push_back(ops::cpu::softmax_xent_forward(probs.data(), logits.data(), labels.data(), N, K, 0.0f));
+    ops::cpu::softmax_xent_backward(dlogits.data(), probs.data(), labels.data(), N, K, 0.0f, loss_scale / float(N));
     model->backward(dlogits.to(Device::CUDA));
     Tensor& g = model->params().grads();
     if (loss_scale != 1.0f) cuda::scale(g.data(), 1.0f / loss_scale, g.numel(), nullptr);

@@ -1,5 +1,5 @@
 // test/gpu/low_precision_ops_test.cpp — BF16 and FP16 convolutions (cuda::CudnnConv2d) and dense layers
-// (cuda::linear_*) against the float operands' exact result (cpu::conv2d_*_naive, cpu::linear_* in double).
+// (cuda::linear_*) against the float operands' exact result (ops::cpu::conv2d_*_naive, ops::cpu::linear_* in double).
 //
 // Tolerance, per element, with u the unit roundoff (2^-8 for bfloat16, 2^-11 for IEEE half):
 //   |got − ref| ≤ u·(2·|y| + 8·q) + 1e-4·√k + 1e-4·|ref|
@@ -95,12 +95,12 @@ void check_conv(const Conv2dGeom& g, Precision p, uint32_t seed) {
   // Exact sums of the float operands, and the sums of squared products (q²), in double.
   const auto in_d = to_double(in), w_d = to_double(w), dout_d = to_double(dout);
   std::vector<double> y(nout), dx(nin, 0.0), dw(nw, 0.0), db(g.K, 0.0);
-  cpu::conv2d_forward_naive<double>(y.data(), in_d.data(), w_d.data(), nullptr, g);
-  cpu::conv2d_backward_naive<double>(dx.data(), dw.data(), db.data(), dout_d.data(), in_d.data(), w_d.data(), g);
+  ops::cpu::conv2d_forward_naive<double>(y.data(), in_d.data(), w_d.data(), nullptr, g);
+  ops::cpu::conv2d_backward_naive<double>(dx.data(), dw.data(), db.data(), dout_d.data(), in_d.data(), w_d.data(), g);
   const auto in2 = squares(in), w2 = squares(w), dout2 = squares(dout);
   std::vector<double> y_q2(nout), dx_q2(nin, 0.0), dw_q2(nw, 0.0), zero_q2(g.K, 0.0);
-  cpu::conv2d_forward_naive<double>(y_q2.data(), in2.data(), w2.data(), nullptr, g);
-  cpu::conv2d_backward_naive<double>(dx_q2.data(), dw_q2.data(), nullptr, dout2.data(), in2.data(), w2.data(), g);
+  ops::cpu::conv2d_forward_naive<double>(y_q2.data(), in2.data(), w2.data(), nullptr, g);
+  ops::cpu::conv2d_backward_naive<double>(dx_q2.data(), dw_q2.data(), nullptr, dout2.data(), in2.data(), w2.data(), g);
 
   cuda::DeviceBuffer<float> d_in(nin), d_w(nw), d_b(g.K), d_out(nout), d_dout(nout), d_din(nin), d_dw(nw), d_db(g.K);
   d_in.upload(in), d_w.upload(w), d_b.upload(bias), d_dout.upload(dout);
@@ -142,12 +142,12 @@ void check_linear(int N, int I, int O, Precision p, uint32_t seed) {
   const auto b = gpu_test::random_floats(O, seed + 2), dout = gpu_test::random_floats(nout, seed + 3);
   const auto in_d = to_double(in), w_d = to_double(w), dout_d = to_double(dout);
   std::vector<double> y(nout), dx(nin), dw(nw, 0.0), db(O, 0.0);
-  cpu::linear_forward<double>(y.data(), in_d.data(), w_d.data(), nullptr, N, I, O);
-  cpu::linear_backward<double>(dx.data(), dw.data(), db.data(), dout_d.data(), in_d.data(), w_d.data(), N, I, O);
+  ops::cpu::linear_forward<double>(y.data(), in_d.data(), w_d.data(), nullptr, N, I, O);
+  ops::cpu::linear_backward<double>(dx.data(), dw.data(), db.data(), dout_d.data(), in_d.data(), w_d.data(), N, I, O);
   const auto in2 = squares(in), w2 = squares(w), dout2 = squares(dout);
   std::vector<double> y_q2(nout), dx_q2(nin), dw_q2(nw, 0.0);
-  cpu::linear_forward<double>(y_q2.data(), in2.data(), w2.data(), nullptr, N, I, O);
-  cpu::linear_backward<double>(dx_q2.data(), dw_q2.data(), nullptr, dout2.data(), in2.data(), w2.data(), N, I, O);
+  ops::cpu::linear_forward<double>(y_q2.data(), in2.data(), w2.data(), nullptr, N, I, O);
+  ops::cpu::linear_backward<double>(dx_q2.data(), dw_q2.data(), nullptr, dout2.data(), in2.data(), w2.data(), N, I, O);
 
   cuda::DeviceBuffer<float> d_in(nin), d_w(nw), d_b(O), d_out(nout), d_dout(nout), d_din(nin), d_dw(nw), d_db(O);
   d_in.upload(in), d_w.upload(w), d_b.upload(b), d_dout.upload(dout);
@@ -218,7 +218,7 @@ TEST(CudaLowPrecision, CacheKeyHoldsThePrecision) {
   const size_t n_out = size_t(g.N) * g.K * g.P() * g.Q();
   const auto in = gpu_test::random_floats(n_in, 131), w = gpu_test::random_floats(n_w, 132);
   std::vector<float> ref(n_out);
-  cpu::conv2d_forward_naive(ref.data(), in.data(), w.data(), static_cast<const float*>(nullptr), g);
+  ops::cpu::conv2d_forward_naive(ref.data(), in.data(), w.data(), static_cast<const float*>(nullptr), g);
   cuda::DeviceBuffer<float> d_in(n_in), d_w(n_w), d_out(n_out);
   d_in.upload(in), d_w.upload(w);
   b.forward(d_out.data(), d_in.data(), d_w.data(), nullptr, nullptr);

@@ -28,8 +28,8 @@ std::vector<float> host_copy(const Tensor& t) {
 Tensor loss_gradient(const Tensor& logits, const std::vector<int32_t>& labels) {
   const int N = int(logits.dim(0)), K = int(logits.dim(1));
   Tensor probs({N, K}), dlogits({N, K});
-  cpu::softmax_xent_forward(probs.data(), logits.data(), labels.data(), N, K, 0.0f);
-  cpu::softmax_xent_backward(dlogits.data(), probs.data(), labels.data(), N, K, 0.0f, 1.0f / float(N));
+  ops::cpu::softmax_xent_forward(probs.data(), logits.data(), labels.data(), N, K, 0.0f);
+  ops::cpu::softmax_xent_backward(dlogits.data(), probs.data(), labels.data(), N, K, 0.0f, 1.0f / float(N));
   return dlogits;
 }
 

@@ -1,4 +1,4 @@
-// test/gpu/pool_test.cpp — cuda:: max, average and global average pooling against cpu::'s.
+// test/gpu/pool_test.cpp — cuda:: max, average and global average pooling against ops::cpu::'s.
 // Tolerances (atol + rtol·|ref|): max pooling forward exact, backward 1e-6 + 1e-5 (overlapping windows add
 // in another order); average pooling 1e-6 + 1e-5 both ways; global average forward 1e-6 + 1e-5 (HW-term sum
 // in another order), backward exact (one division).
@@ -29,11 +29,11 @@ void check_pool(const Pool2dGeom& g, bool max, uint32_t seed) {
   std::vector<float> out_ref(nout), din_ref(nin);
   if (max) {
     std::vector<int32_t> argmax(nout);
-    cpu::maxpool2d_forward(out_ref.data(), argmax.data(), in.data(), g);
-    cpu::maxpool2d_backward(din_ref.data(), dout.data(), argmax.data(), g);
+    ops::cpu::maxpool2d_forward(out_ref.data(), argmax.data(), in.data(), g);
+    ops::cpu::maxpool2d_backward(din_ref.data(), dout.data(), argmax.data(), g);
   } else {
-    cpu::avgpool2d_forward(out_ref.data(), in.data(), g);
-    cpu::avgpool2d_backward(din_ref.data(), dout.data(), g);
+    ops::cpu::avgpool2d_forward(out_ref.data(), in.data(), g);
+    ops::cpu::avgpool2d_backward(din_ref.data(), dout.data(), g);
   }
   cuda::DeviceBuffer<float> d_in(nin), d_out(nout), d_dout(nout), d_din(nin);
   d_in.upload(in), d_dout.upload(dout);
@@ -87,8 +87,8 @@ TEST(CudaGlobalAvgPool, ParityOddShapes) {
     const size_t nin = size_t(sh.N) * sh.C * sh.HW, nout = size_t(sh.N) * sh.C;
     auto in = gpu_test::random_floats(nin, seed++), dout = gpu_test::random_floats(nout, seed++);
     std::vector<float> out_ref(nout), din_ref(nin);
-    cpu::global_avgpool_forward(out_ref.data(), in.data(), sh.N, sh.C, sh.HW);
-    cpu::global_avgpool_backward(din_ref.data(), dout.data(), sh.N, sh.C, sh.HW);
+    ops::cpu::global_avgpool_forward(out_ref.data(), in.data(), sh.N, sh.C, sh.HW);
+    ops::cpu::global_avgpool_backward(din_ref.data(), dout.data(), sh.N, sh.C, sh.HW);
     cuda::DeviceBuffer<float> d_in(nin), d_out(nout), d_dout(nout), d_din(nin);
     d_in.upload(in), d_dout.upload(dout);
     cuda::global_avgpool_forward(d_out.data(), d_in.data(), sh.N, sh.C, sh.HW, nullptr);

@@ -1,4 +1,4 @@
-// test/gpu/relu_test.cpp — cuda::relu_* (cuDNN) against cpu::relu_*. Exact (tolerance 0): a comparison
+// test/gpu/relu_test.cpp — cuda::relu_* (cuDNN) against ops::cpu::relu_*. Exact (tolerance 0): a comparison
 // and a copy, with exact zeros in the input (the boundary of the mask).
 #include <gtest/gtest.h>
 
@@ -16,8 +16,8 @@ TEST(CudaRelu, ParityAndInPlace) {
     for (int64_t i = 0; i < n; i += 5) in[size_t(i)] = 0.0f;
     auto dout = gpu_test::random_floats(un, 62 + uint32_t(n));
     std::vector<float> out_ref(un), din_ref(un);
-    cpu::relu_forward(out_ref.data(), in.data(), n);
-    cpu::relu_backward(din_ref.data(), dout.data(), out_ref.data(), n);
+    ops::cpu::relu_forward(out_ref.data(), in.data(), n);
+    ops::cpu::relu_backward(din_ref.data(), dout.data(), out_ref.data(), n);
 
     cuda::DeviceBuffer<float> d_in(un), d_out(un), d_dout(un), d_din(un);
     d_in.upload(in), d_dout.upload(dout);

@@ -1,4 +1,4 @@
-// test/gpu/softmax_xent_test.cpp — cuda::softmax_xent_* and top1_correct against cpu:: (hetrain/ops.hpp).
+// test/gpu/softmax_xent_test.cpp — cuda::softmax_xent_* and top1_correct against ops::cpu:: (hetrain/ops.hpp).
 // Tolerances: probs atol 1e-6 + rtol 1e-5 (float expf vs the twin's double exp); mean loss atol 1e-5 +
 // rtol 1e-5; dlogits atol 1e-6 + rtol 1e-5; top-1 counts exact.
 #include <gtest/gtest.h>
@@ -23,9 +23,9 @@ void check_xent(const XentCase& c, uint32_t seed) {
   std::vector<float> logits = gpu_test::random_floats(nk, seed, -8.0f, 8.0f);
   std::vector<int32_t> labels = gpu_test::random_labels(c.N, c.K, seed + 1);
   std::vector<float> probs_ref(nk), dlogits_ref(nk);
-  const float loss_ref = cpu::softmax_xent_forward(probs_ref.data(), logits.data(), labels.data(), c.N, c.K, c.eps);
+  const float loss_ref = ops::cpu::softmax_xent_forward(probs_ref.data(), logits.data(), labels.data(), c.N, c.K, c.eps);
   const float scale = 1.0f / c.N;
-  cpu::softmax_xent_backward(dlogits_ref.data(), probs_ref.data(), labels.data(), c.N, c.K, c.eps, scale);
+  ops::cpu::softmax_xent_backward(dlogits_ref.data(), probs_ref.data(), labels.data(), c.N, c.K, c.eps, scale);
 
   cuda::DeviceBuffer<float> d_logits(nk), d_probs(nk), d_dlogits(nk), d_loss(c.N);
   cuda::DeviceBuffer<int32_t> d_labels(c.N);
@@ -62,7 +62,7 @@ TEST(CudaSoftmaxXent, LargeLogitsStayFinite) {
   std::vector<float> logits = {1000, -1000, 999, 0, 1, -3e4f, 3e4f, 0, 0, 0};
   std::vector<int32_t> labels = {0, 1};
   std::vector<float> probs_ref(N * K);
-  const float loss_ref = cpu::softmax_xent_forward(probs_ref.data(), logits.data(), labels.data(), N, K, 0.1f);
+  const float loss_ref = ops::cpu::softmax_xent_forward(probs_ref.data(), logits.data(), labels.data(), N, K, 0.1f);
   cuda::DeviceBuffer<float> d_logits(N * K), d_probs(N * K), d_loss(N);
   cuda::DeviceBuffer<int32_t> d_labels(N);
   d_logits.upload(logits);
@@ -105,7 +105,7 @@ TEST(CudaTop1, ParityWithTiesAcrossThreads) {
       labels[n] = (n % 2) ? std::min(a, b) : std::max(a, b);
     }
     for (int n = 1; n < N; n += 4) labels[n] = int32_t(std::max_element(&logits[size_t(n) * K], &logits[size_t(n + 1) * K]) - &logits[size_t(n) * K]);
-    const int64_t ref = cpu::top1_correct(logits.data(), labels.data(), N, K);
+    const int64_t ref = ops::cpu::top1_correct(logits.data(), labels.data(), N, K);
     cuda::DeviceBuffer<float> d_logits(logits.size());
     cuda::DeviceBuffer<int32_t> d_labels(N);
     cuda::DeviceBuffer<int64_t> d_count(1);

@@ -39,8 +39,8 @@ TEST(Training, Resnet20LearnsSyntheticData) {
   for (int s = 0; s < steps; ++s) {
     m->params().grads().zero();
     Tensor logits = m->forward(x, true);
-    losses.push_back(cpu::softmax_xent_forward(probs.data(), logits.data(), labels.data(), N, K, 0.0f));
-    cpu::softmax_xent_backward(dlogits.data(), probs.data(), labels.data(), N, K, 0.0f, 1.0f / N);
+    losses.push_back(ops::cpu::softmax_xent_forward(probs.data(), logits.data(), labels.data(), N, K, 0.0f));
+    ops::cpu::softmax_xent_backward(dlogits.data(), probs.data(), labels.data(), N, K, 0.0f, 1.0f / N);
     m->backward(dlogits);
     sgd.step(m->params(), 0.05f);
   }

@@ -9,7 +9,7 @@
 #include "hetrain/ops.hpp"
 #include "op_test_util.hpp"
 
-using namespace hetrain::cpu;
+using namespace hetrain::ops::cpu;
 using namespace ops_test;
 
 TEST(BatchNormGrad, FiniteDifferencesTrainMode) {

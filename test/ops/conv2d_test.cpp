@@ -14,7 +14,7 @@
 #include "op_test_util.hpp"
 
 using namespace hetrain;
-using namespace hetrain::cpu;
+using namespace hetrain::ops::cpu;
 using namespace ops_test;
 
 namespace {

@@ -7,7 +7,7 @@
 #include "hetrain/ops.hpp"
 
 using namespace hetrain;
-using namespace hetrain::cpu;
+using namespace hetrain::ops::cpu;
 
 template <typename T>
 void run_all_once() {

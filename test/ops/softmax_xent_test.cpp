@@ -11,7 +11,7 @@
 #include "op_test_util.hpp"
 #include "ops/softmax_xent/softmax_xent.hpp"
 
-using namespace hetrain::cpu;
+using namespace hetrain::ops::cpu;
 using namespace ops_test;
 
 // logits (1, 2, 3), label 0, ε = 0.1, K = 3: target (0.9333…, 0.0333…, 0.0333…),

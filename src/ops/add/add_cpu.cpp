@@ -9,7 +9,7 @@
 #include "ops/common/for_slices.hpp"
 #include "ops/common/vector_clones.hpp"
 
-namespace hetrain::cpu {
+namespace hetrain::ops::cpu {
 
 namespace {
 template <typename T>
@@ -36,4 +36,4 @@ HT_INSTANTIATE(float)
 HT_INSTANTIATE(double)
 #undef HT_INSTANTIATE
 
-}  // namespace hetrain::cpu
+}  // namespace hetrain::ops::cpu

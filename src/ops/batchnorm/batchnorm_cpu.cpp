@@ -11,7 +11,7 @@
 #include "hetrain/error.hpp"
 #include "hetrain/ops.hpp"
 
-namespace hetrain::cpu {
+namespace hetrain::ops::cpu {
 
 namespace {
 void check_sizes(int N, int C, int HW, const char* who) {
@@ -156,4 +156,4 @@ HT_INSTANTIATE(float)
 HT_INSTANTIATE(double)
 #undef HT_INSTANTIATE
 
-}  // namespace hetrain::cpu
+}  // namespace hetrain::ops::cpu

@@ -8,11 +8,11 @@
 // from src/ops/common/dnnl_absent/ (available() false; OpenBLAS does all GEMMs).
 #pragma once
 
-namespace hetrain::cpu::dnnl_gemm {
+namespace hetrain::ops::cpu::dnnl_gemm {
 
 bool available();
 // Row-major C [M, N] = alpha · op(A) · op(B) + beta · C; sizes already checked, M, N, K > 0.
 void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
            float beta, float* C, int ldc);
 
-}  // namespace hetrain::cpu::dnnl_gemm
+}  // namespace hetrain::ops::cpu::dnnl_gemm

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace hetrain::cpu {
+namespace hetrain::ops::cpu {
 
 // x is clamped to [-87, 89]: below, e^x is about 1.6e-38 instead of a denormal or 0; from about 88.4 up
 // it is +inf (the exponent bits of 2^128), which float's e^x is from 88.73 on anyway. Enough for
@@ -36,4 +36,4 @@ inline float exp_vectorizable(float x) {
 // Double (the reference of gradient checks) keeps the library's exp.
 inline double exp_vectorizable(double x) { return std::exp(x); }
 
-}  // namespace hetrain::cpu
+}  // namespace hetrain::ops::cpu

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace hetrain::cpu {
+namespace hetrain::ops::cpu {
 
 // Below this many elements waking the threads costs more than the loop.
 constexpr int64_t kSliceParallelMin = int64_t(1) << 16;
@@ -25,4 +25,4 @@ void for_slices(int64_t n, Kernel kernel) {
   }
 }
 
-}  // namespace hetrain::cpu
+}  // namespace hetrain::ops::cpu

@@ -14,7 +14,7 @@
 #include "ops/common/dnnl_gemm.hpp"
 #include "hetrain/error.hpp"
 
-namespace hetrain::cpu::detail {
+namespace hetrain::ops::cpu::detail {
 
 inline void check_gemm(bool ta, bool tb, int M, int N, int K, int lda, int ldb, int ldc) {
   HT_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M=", M, " N=", N, " K=", K);
@@ -50,4 +50,4 @@ inline void gemm(bool ta, bool tb, int M, int N, int K, double alpha, const doub
               lda, B, ldb, beta, C, ldc);
 }
 
-}  // namespace hetrain::cpu::detail
+}  // namespace hetrain::ops::cpu::detail

@@ -31,7 +31,7 @@
 #include "hetrain/error.hpp"
 #include "hetrain/ops.hpp"
 
-namespace hetrain::cpu {
+namespace hetrain::ops::cpu {
 
 namespace {
 // Columns per group we aim for: enough for OpenBLAS to reach its speed, small enough that the column
@@ -343,4 +343,4 @@ HT_INSTANTIATE(float)
 HT_INSTANTIATE(double)
 #undef HT_INSTANTIATE
 
-}  // namespace hetrain::cpu
+}  // namespace hetrain::ops::cpu

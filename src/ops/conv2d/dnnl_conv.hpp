@@ -11,7 +11,7 @@
 
 #include "hetrain/ops.hpp"
 
-namespace hetrain::cpu::dnnl_conv {
+namespace hetrain::ops::cpu::dnnl_conv {
 
 // True when this build has oneDNN (the choice between it and im2col is made in cpu/conv2d.cpp).
 bool available();
@@ -26,4 +26,4 @@ void forward(float* out, const float* in, const float* weight, const Conv2dGeom&
 void backward(float* din, float* dweight, const float* dout, const float* in, const float* weight,
               const Conv2dGeom& g, float* workspace);
 
-}  // namespace hetrain::cpu::dnnl_conv
+}  // namespace hetrain::ops::cpu::dnnl_conv

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-namespace hetrain::cpu::detail {
+namespace hetrain::ops::cpu::detail {
 
 namespace {
 // Output columns q whose input column q·stride − pad + s lies in [0, W): q ∈ [lo, hi).
@@ -83,4 +83,4 @@ template void im2col<double>(double*, int64_t, const double*, const Conv2dGeom&)
 template void col2im_add<float>(float*, const float*, int64_t, const Conv2dGeom&);
 template void col2im_add<double>(double*, const double*, int64_t, const Conv2dGeom&);
 
-}  // namespace hetrain::cpu::detail
+}  // namespace hetrain::ops::cpu::detail

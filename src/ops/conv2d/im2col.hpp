@@ -9,7 +9,7 @@
 
 #include "hetrain/ops.hpp"
 
-namespace hetrain::cpu::detail {
+namespace hetrain::ops::cpu::detail {
 
 // col[(c·R + r)·S + s][p·Q + q] = in[c][p·stride − pad + r][q·stride − pad + s], zero outside the image.
 // in: one sample [C, H, W].
@@ -20,4 +20,4 @@ void im2col(T* col, int64_t ld, const T* in, const Conv2dGeom& g);
 template <typename T>
 void col2im_add(T* in, const T* col, int64_t ld, const Conv2dGeom& g);
 
-}  // namespace hetrain::cpu::detail
+}  // namespace hetrain::ops::cpu::detail

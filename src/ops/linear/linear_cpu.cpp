@@ -15,7 +15,7 @@
 #include "hetrain/error.hpp"
 #include "hetrain/ops.hpp"
 
-namespace hetrain::cpu {
+namespace hetrain::ops::cpu {
 
 namespace {
 constexpr int kRows = 16;
@@ -74,4 +74,4 @@ HT_INSTANTIATE(float)
 HT_INSTANTIATE(double)
 #undef HT_INSTANTIATE
 
-}  // namespace hetrain::cpu
+}  // namespace hetrain::ops::cpu

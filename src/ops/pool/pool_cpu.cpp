@@ -8,7 +8,7 @@
 #include "hetrain/error.hpp"
 #include "hetrain/ops.hpp"
 
-namespace hetrain::cpu {
+namespace hetrain::ops::cpu {
 
 namespace {
 // Work (element visits) below which one thread is faster than waking the team.
@@ -170,4 +170,4 @@ HT_INSTANTIATE(float)
 HT_INSTANTIATE(double)
 #undef HT_INSTANTIATE
 
-}  // namespace hetrain::cpu
+}  // namespace hetrain::ops::cpu

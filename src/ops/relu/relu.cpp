@@ -26,7 +26,7 @@ void relu_backward(const Tensor& dx, const Tensor& dy, const Tensor& y) { relu_o
 
 }  // namespace hetrain::ops
 
-namespace hetrain::cpu {
+namespace hetrain::ops::cpu {
 template <typename T>
 void relu_forward(T* out, const T* in, int64_t n) {
   ops::unary_forward_cpu<ops::ReluCpu>(out, in, n);
@@ -39,4 +39,4 @@ template void relu_forward<float>(float*, const float*, int64_t);
 template void relu_forward<double>(double*, const double*, int64_t);
 template void relu_backward<float>(float*, const float*, const float*, int64_t);
 template void relu_backward<double>(double*, const double*, const double*, int64_t);
-}  // namespace hetrain::cpu
+}  // namespace hetrain::ops::cpu

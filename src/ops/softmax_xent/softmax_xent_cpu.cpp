@@ -10,7 +10,7 @@
 #include "hetrain/error.hpp"
 #include "hetrain/ops.hpp"
 
-namespace hetrain::cpu {
+namespace hetrain::ops::cpu {
 
 namespace {
 void check_args(const int32_t* labels, int N, int K, double eps, const char* who) {
@@ -85,4 +85,4 @@ HT_INSTANTIATE(float)
 HT_INSTANTIATE(double)
 #undef HT_INSTANTIATE
 
-}  // namespace hetrain::cpu
+}  // namespace hetrain::ops::cpu

@@ -4,7 +4,7 @@
 #include "ops/common/dnnl_gemm.hpp"
 #include "hetrain/error.hpp"
 
-namespace hetrain::cpu::dnnl_gemm {
+namespace hetrain::ops::cpu::dnnl_gemm {
 
 bool available() { return true; }
 
@@ -15,4 +15,4 @@ void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, i
   HT_CHECK(st == dnnl_success, "gemm (oneDNN): failed with status ", int(st), " for M=", M, " N=", N, " K=", K);
 }
 
-}  // namespace hetrain::cpu::dnnl_gemm
+}  // namespace hetrain::ops::cpu::dnnl_gemm

@@ -2,11 +2,11 @@
 #include "ops/common/dnnl_gemm.hpp"
 #include "hetrain/error.hpp"
 
-namespace hetrain::cpu::dnnl_gemm {
+namespace hetrain::ops::cpu::dnnl_gemm {
 
 bool available() { return false; }
 void sgemm(bool, bool, int, int, int, float, const float*, int, const float*, int, float, float*, int) {
   HT_THROW("gemm: this hetrain was built without oneDNN");
 }
 
-}  // namespace hetrain::cpu::dnnl_gemm
+}  // namespace hetrain::ops::cpu::dnnl_gemm

@@ -23,7 +23,7 @@
 #include "ops/conv2d/dnnl_conv.hpp"
 #include "hetrain/error.hpp"
 
-namespace hetrain::cpu::dnnl_conv {
+namespace hetrain::ops::cpu::dnnl_conv {
 
 namespace {
 
@@ -304,4 +304,4 @@ void backward(float* din, float* dweight, const float* dout, const float* in, co
   strm.wait();
 }
 
-}  // namespace hetrain::cpu::dnnl_conv
+}  // namespace hetrain::ops::cpu::dnnl_conv

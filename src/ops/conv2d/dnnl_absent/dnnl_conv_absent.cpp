@@ -3,7 +3,7 @@
 #include "ops/conv2d/dnnl_conv.hpp"
 #include "hetrain/error.hpp"
 
-namespace hetrain::cpu::dnnl_conv {
+namespace hetrain::ops::cpu::dnnl_conv {
 
 bool available() { return false; }
 const char* isa_name() { return "none"; }
@@ -15,4 +15,4 @@ void backward(float*, float*, const float*, const float*, const float*, const Co
   HT_THROW("conv2d: this hetrain was built without oneDNN (install libdnnl-dev and rebuild)");
 }
 
-}  // namespace hetrain::cpu::dnnl_conv
+}  // namespace hetrain::ops::cpu::dnnl_conv
