@@ -13,9 +13,11 @@
 #include "nn/init.hpp"
 #include "nn/linear.hpp"
 #include "nn/pooling.hpp"
-#include "nn/relu.hpp"
+#include "nn/unary_layer.hpp"
 #include "nn/residual.hpp"
 #include "ops/add/add.hpp"
+#include "ops/relu/relu.hpp"
+#include "ops/silu/silu.hpp"
 
 namespace hetrain::nn {
 
@@ -249,23 +251,18 @@ Shape build_batchnorm(const Ctx& c, const std::string& prefix, const Shape& in, 
   return in;
 }
 
-Shape build_relu(const Ctx& c, const std::string&, const Shape& in, std::unique_ptr<Layer>* layer,
-                 std::string* text) {
-  Args a(c.where(), "ReLU", c.args, {"inplace=False"}, 0);
-  a.flag(0, false);  // accepted and ignored: outputs are never written in place here
-  *layer = std::make_unique<ReLU>();
-  *text = "[]";
-  return in;
-}
-
-Shape build_silu(const Ctx& c, const std::string&, const Shape& in, std::unique_ptr<Layer>* layer,
-                 std::string* text) {
-  Args a(c.where(), "SiLU", c.args, {"inplace=False"}, 0);
+// An element-wise module over its op (ops/common/unary.hpp); PyTorch's `inplace` is accepted and ignored
+// (outputs are never written in place here).
+template <const ops::UnaryOp& kOp, const char* kModule>
+Shape build_unary(const Ctx& c, const std::string&, const Shape& in, std::unique_ptr<Layer>* layer,
+                  std::string* text) {
+  Args a(c.where(), kModule, c.args, {"inplace=False"}, 0);
   a.flag(0, false);
-  *layer = std::make_unique<SiLU>();
+  *layer = std::make_unique<UnaryLayer>(kOp, kModule);
   *text = "[]";
   return in;
 }
+constexpr char kReLU[] = "ReLU", kSiLU[] = "SiLU";
 
 template <bool kMax>
 Shape build_pool(const Ctx& c, const std::string&, const Shape& in, std::unique_ptr<Layer>* layer,
@@ -431,8 +428,8 @@ const ModuleKind kModules[] = {
     {"Detect", false, false, nullptr, build_detect},
     {"Conv2d", true, false, build_conv2d, nullptr},
     {"BatchNorm2d", true, false, build_batchnorm, nullptr},
-    {"ReLU", true, false, build_relu, nullptr},
-    {"SiLU", true, false, build_silu, nullptr},
+    {"ReLU", true, false, build_unary<ops::relu_op, kReLU>, nullptr},
+    {"SiLU", true, false, build_unary<ops::silu_op, kSiLU>, nullptr},
     {"MaxPool2d", true, false, build_pool<true>, nullptr},
     {"AvgPool2d", true, false, build_pool<false>, nullptr},
     {"GlobalAvgPool", false, false, build_global_avgpool, nullptr},

@@ -5,7 +5,7 @@
 #include "hetrain/error.hpp"
 #include "nn/batchnorm2d.hpp"
 #include "nn/conv2d.hpp"
-#include "nn/relu.hpp"
+#include "nn/unary_layer.hpp"
 #include "ops/add/add.hpp"
 #include "ops/relu/relu.hpp"
 

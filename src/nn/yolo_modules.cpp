@@ -9,7 +9,7 @@
 #include "ops/add/add.hpp"
 #include "ops/concat/concat.hpp"
 #include "ops/detect_rows/detect_rows.hpp"
-#include "ops/silu/silu.hpp"
+#include "nn/unary_layer.hpp"
 #include "ops/upsample/upsample.hpp"
 
 namespace hetrain::nn {
@@ -47,28 +47,6 @@ void LayerChain::set_need_input_grad(bool need) {
 void LayerChain::set_buffer_pool(Workspace* pool) {
   pool_ = pool;
   for (auto& l : layers_) l->set_buffer_pool(pool);
-}
-
-// ---------------------------------------------------------------- SiLU
-
-Tensor SiLU::forward(const Tensor& x, bool) {
-  x_ = x;
-  Tensor y = buffer(y_, x.shape(), x.device());
-  ops::silu_forward(y, x);
-  return y;
-}
-
-Tensor SiLU::backward(const Tensor& dy) {
-  HT_CHECK(x_.defined(), "silu: backward without a forward (each forward allows one backward)");
-  HT_CHECK(dy.shape() == x_.shape(), "silu: gradient ", shape_str(dy.shape()), " does not match output ",
-           shape_str(x_.shape()));
-  Tensor dx;
-  if (need_dx_) {
-    dx = buffer(dx_, dy.shape(), dy.device());
-    ops::silu_backward(dx, dy, x_);
-  }
-  x_ = Tensor();
-  return dx;
 }
 
 // ---------------------------------------------------------------- Conv, Bottleneck

@@ -75,17 +75,6 @@ class LayerChain : public Layer {
   std::vector<std::unique_ptr<Layer>> layers_;
 };
 
-// y = x·σ(x) (ops/silu). Keeps its input for backward.
-class SiLU : public Layer {
- public:
-  Tensor forward(const Tensor& x, bool training) override;
-  Tensor backward(const Tensor& dy) override;
-
- private:
-  Tensor x_;       // the input, kept for backward
-  Tensor y_, dx_;  // own buffers when there is no pool
-};
-
 // YOLOv5's Conv: conv k×k, stride s, padding p (autopad: k/2), no bias → BatchNorm2d (eps 1e-3, momentum
 // 0.03, as YOLOv5's initialize_weights sets) → SiLU (left out when act is false).
 class YoloConv : public Sequential {

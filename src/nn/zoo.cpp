@@ -14,7 +14,7 @@
 #include "nn/init.hpp"
 #include "nn/linear.hpp"
 #include "nn/pooling.hpp"
-#include "nn/relu.hpp"
+#include "nn/unary_layer.hpp"
 #include "nn/residual.hpp"
 #include "nn/sequential.hpp"
 

@@ -12,7 +12,7 @@ void UnaryOp::forward(const Tensor& y, const Tensor& x) const {
 void UnaryOp::backward(const Tensor& dx, const Tensor& dy, const Tensor& saved) const {
   const char* op = backward_impl.name();
   check_shape(op, "input gradient", dx, dy.shape());
-  check_shape(op, saved_, saved, dy.shape());
+  check_shape(op, saved_ == Saved::Input ? "saved input" : "saved output", saved, dy.shape());
   backward_impl.on(common_device(op, {&dx, &dy, &saved}))(dx.data(), dy.data(), saved.data(), dy.numel());
 }
 

@@ -1,7 +1,7 @@
 // ops/common/unary.hpp — what every element-wise op of one input shares (ReLU, SiLU, sigmoid, ...): its two
 // dispatch tables, its checked entry points, and its CPU loops. An op supplies only its formulas:
 //
-//   UnaryOp relu_op("relu_forward", "relu_backward", "saved output");  // in the op's .cpp
+//   UnaryOp relu_op("relu_forward", "relu_backward", UnaryOp::Saved::Output);  // in the op's .cpp
 //   struct ReluCpu { template <typename T> T operator()(T x) const; // y from x
 //                    template <typename T> T operator()(T dy, T saved) const; };  // dx from dy and saved
 //   HT_UNARY_CPU(relu_op, ReluCpu);                                 // registers the CPU slots (float)
@@ -21,9 +21,11 @@ using UnaryBackwardFn = void(float* dx, const float* dy, const float* saved, int
 
 class UnaryOp {
  public:
-  // `saved` names backward's third tensor in errors: "saved input" or "saved output".
-  constexpr UnaryOp(const char* forward_name, const char* backward_name, const char* saved)
+  // What backward reads besides dy: the forward's input or its output.
+  enum class Saved { Input, Output };
+  constexpr UnaryOp(const char* forward_name, const char* backward_name, Saved saved)
       : forward_impl(forward_name), backward_impl(backward_name), saved_(saved) {}
+  Saved saved() const { return saved_; }
   // y = f(x); y and x have the same shape and device (y may be x).
   void forward(const Tensor& y, const Tensor& x) const;
   // dx = f'(dy, saved); all three have the same shape and device (dx may be dy).
@@ -33,7 +35,7 @@ class UnaryOp {
   Dispatch<UnaryBackwardFn> backward_impl;
 
  private:
-  const char* saved_;
+  Saved saved_;
 };
 
 }  // namespace hetrain::ops

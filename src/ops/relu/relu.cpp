@@ -18,7 +18,7 @@ struct ReluCpu {
 };
 }  // namespace
 
-UnaryOp relu_op("relu_forward", "relu_backward", "saved output");
+UnaryOp relu_op("relu_forward", "relu_backward", UnaryOp::Saved::Output);
 HT_UNARY_CPU(relu_op, ReluCpu);
 
 void relu_forward(const Tensor& y, const Tensor& x) { relu_op.forward(y, x); }

@@ -41,8 +41,8 @@ struct SigmoidCpu {
 };
 }  // namespace
 
-UnaryOp silu_op("silu_forward", "silu_backward", "saved input");
-UnaryOp sigmoid_op("sigmoid_forward", "sigmoid_backward", "saved output");
+UnaryOp silu_op("silu_forward", "silu_backward", UnaryOp::Saved::Input);
+UnaryOp sigmoid_op("sigmoid_forward", "sigmoid_backward", UnaryOp::Saved::Output);
 HT_UNARY_CPU(silu_op, SiluCpu);
 HT_UNARY_CPU(sigmoid_op, SigmoidCpu);
 
