@@ -2,7 +2,7 @@
 #pragma once
 
 #include <cstdint>
-#include <random>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -10,14 +10,14 @@
 
 #include "hetrain/nn.hpp"
 #include "hetrain/tensor.hpp"
+#include "../support/checks.hpp"
 
 namespace hetrain::nn::test {
 
-// Deterministic pseudo-random fill in [lo, hi) (test data only: bit-portability is not needed here).
+// t's values uniform in [lo, hi), from the shared generator (test/support/checks.hpp).
 inline void fill_uniform(const Tensor& t, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937_64 gen(seed);
-  for (int64_t i = 0; i < t.numel(); ++i)
-    t[i] = lo + (hi - lo) * static_cast<float>(static_cast<double>(gen() >> 11) * 0x1.0p-53);
+  const std::vector<float> v = test_support::random_vec<float>(size_t(t.numel()), seed, lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t[i] = v[size_t(i)];
 }
 
 // The declared shape of the parameter `name` (a test failure, and an empty shape, when there is none).
