@@ -499,6 +499,69 @@ const Shape& bounded(const GraphEntry& e, const Shape& out) {
   return out;
 }
 
+// An entry's args with 'nc' and 'anchors' replaced by the file's top-level values.
+std::vector<GraphArg> resolve_args(const GraphFile& f, const GraphEntry& e, int nc) {
+  std::vector<GraphArg> args;
+  for (const GraphArg& a : e.args) {
+    if (a.kind == GraphArg::Kind::String && a.s == "nc") {
+      GraphArg v;
+      v.kind = GraphArg::Kind::Int, v.i = nc;
+      args.push_back(v);
+    } else if (a.kind == GraphArg::Kind::String && a.s == "anchors") {
+      HT_CHECK(!f.anchors.empty() || f.anchors_count_only > 0, e.where,
+               ": args name 'anchors' but the file has no top-level anchors");
+      GraphArg v;
+      if (f.anchors.empty()) {
+        v.kind = GraphArg::Kind::Int, v.i = f.anchors_count_only;
+      } else {
+        v.kind = GraphArg::Kind::List;
+        for (const auto& level : f.anchors) {
+          GraphArg l;
+          l.kind = GraphArg::Kind::List;
+          for (double x : level) {
+            GraphArg n;
+            if (x == std::floor(x))
+              n.kind = GraphArg::Kind::Int, n.i = int64_t(x);
+            else
+              n.kind = GraphArg::Kind::Float, n.f = x;
+            l.list.push_back(n);
+          }
+          v.list.push_back(l);
+        }
+      }
+      args.push_back(v);
+    } else {
+      args.push_back(a);
+    }
+  }
+  return args;
+}
+
+// A module of one input: one layer, or YOLOv5's nn.Sequential of n copies (names model.<i>.<j>.*; copy
+// j > 0 takes copy j−1's output). Sets info's args text and output shape.
+std::unique_ptr<Layer> build_single(const ModuleKind& kind, const Ctx& c, const std::string& prefix,
+                                    GraphLayerInfo& info) {
+  const GraphEntry& e = c.e;
+  Shape s = c.in[0];
+  const int copies = kind.absorbs_n ? 1 : c.n;
+  std::unique_ptr<Layer> layer;
+  if (copies == 1) {
+    s = bounded(e, kind.single(c, prefix, s, &layer, &info.args));
+  } else {
+    auto chain = std::make_unique<LayerChain>();
+    for (int j = 0; j < copies; ++j) {
+      std::unique_ptr<Layer> one;
+      std::string text;
+      s = bounded(e, kind.single(c, prefix + "." + std::to_string(j), s, &one, &text));
+      if (j == 0) info.args = text;
+      chain->add(std::move(one));
+    }
+    layer = std::move(chain);
+  }
+  info.out_shape = s;
+  return layer;
+}
+
 Built build_graph(const GraphFile& f, const Resolved& r, int image_h, int image_w, ParamBuffer& pb, Workspace* ws) {
   Built out;
   const int na = f.anchors.empty() ? f.anchors_count_only : int(f.anchors[0].size() / 2);
@@ -512,38 +575,7 @@ Built build_graph(const GraphFile& f, const Resolved& r, int image_h, int image_
              repeats, " repeats, out of range (at most ", kMaxRepeats, ")");
     Ctx c{f, e, {}, {}, repeats, r.nc, no, image_h, image_w, pb, ws};
     for (const int j : e.from) c.in.push_back(j < 0 ? Shape{r.ch, image_h, image_w} : shapes[size_t(j)]);
-    for (const GraphArg& a : e.args) {  // 'nc' and 'anchors' name the top-level values
-      if (a.kind == GraphArg::Kind::String && a.s == "nc") {
-        GraphArg v;
-        v.kind = GraphArg::Kind::Int, v.i = r.nc;
-        c.args.push_back(v);
-      } else if (a.kind == GraphArg::Kind::String && a.s == "anchors") {
-        HT_CHECK(!f.anchors.empty() || f.anchors_count_only > 0, e.where,
-                 ": args name 'anchors' but the file has no top-level anchors");
-        GraphArg v;
-        if (f.anchors.empty()) {
-          v.kind = GraphArg::Kind::Int, v.i = f.anchors_count_only;
-        } else {
-          v.kind = GraphArg::Kind::List;
-          for (const auto& level : f.anchors) {
-            GraphArg l;
-            l.kind = GraphArg::Kind::List;
-            for (double x : level) {
-              GraphArg n;
-              if (x == std::floor(x))
-                n.kind = GraphArg::Kind::Int, n.i = int64_t(x);
-              else
-                n.kind = GraphArg::Kind::Float, n.f = x;
-              l.list.push_back(n);
-            }
-            v.list.push_back(l);
-          }
-        }
-        c.args.push_back(v);
-      } else {
-        c.args.push_back(a);
-      }
-    }
+    c.args = resolve_args(f, e, r.nc);
     GraphLayerInfo info;
     info.entry = e;
     info.module = kind->name;
@@ -564,23 +596,7 @@ Built build_graph(const GraphFile& f, const Resolved& r, int image_h, int image_
     } else {
       HT_CHECK(c.in.size() == 1, e.where, ": ", kind->name, " takes one input, from ", list_str(e.from_written),
                " gives ", c.in.size());
-      Shape s = c.in[0];
-      const int copies = kind->absorbs_n ? 1 : c.n;
-      std::unique_ptr<Layer> layer;
-      if (copies == 1) {
-        s = bounded(e, kind->single(c, prefix, s, &layer, &info.args));
-      } else {  // YOLOv5's nn.Sequential of n copies: names model.<i>.<j>.*; copy j > 0 takes copy j−1's output
-        auto chain = std::make_unique<LayerChain>();
-        for (int j = 0; j < copies; ++j) {
-          std::unique_ptr<Layer> one;
-          std::string text;
-          s = bounded(e, kind->single(c, prefix + "." + std::to_string(j), s, &one, &text));
-          if (j == 0) info.args = text;
-          chain->add(std::move(one));
-        }
-        layer = std::move(chain);
-      }
-      info.out_shape = s;
+      std::unique_ptr<Layer> layer = build_single(*kind, c, prefix, info);
       out.nodes.push_back(std::make_unique<LayerNode>(std::move(layer)));
     }
     info.param_count = pb.count() - info.param_begin;
