@@ -125,7 +125,7 @@ void refuse_options_of_other_modes(const po::options_description& opts, const po
   }
 }
 
-po::options_description train_options(TrainConfig& c, RawTrainOptions& raw) {
+po::options_description data_options(TrainConfig& c, RawTrainOptions& raw) {
   po::options_description data("Data");
   data.add_options()
       ("data", po::value(&c.data_path), "training dataset: an HDF5 file or shard index made by hetrain-pack")
@@ -141,6 +141,10 @@ po::options_description train_options(TrainConfig& c, RawTrainOptions& raw) {
       ("prefetch", po::value(&c.prefetch_depth)->default_value(2), "batches read ahead by the background reader")
       ("cache", po::bool_switch(&c.node_cache), "hold the dataset in memory, one copy per node (MPI shared memory)")
       ("last-batch", po::value(&c.last_batch)->default_value("drop"), "last partial batch of an epoch: drop | partial");
+  return data;
+}
+
+po::options_description model_options(TrainConfig& c, RawTrainOptions& raw) {
   po::options_description model("Model and optimisation");
   model.add_options()
       ("model", po::value(&c.model)->default_value("resnet20"),
@@ -172,6 +176,10 @@ po::options_description train_options(TrainConfig& c, RawTrainOptions& raw) {
        "fp16 (16-bit operands, FP32 accumulation; fp16 with dynamic loss scaling). Weights, optimizer, batch-norm "
        "statistics, loss and gradient reduction stay FP32; CPU ranks compute in FP32 (docs/precision.md)")
       ("tf32", po::bool_switch(&raw.tf32), "the older spelling of --precision tf32");
+  return model;
+}
+
+po::options_description distribution_options(TrainConfig& c) {
   po::options_description dist("Distribution and load balancing");
   dist.add_options()
       ("mode", po::value(&c.mode)->default_value("sync"),
@@ -206,6 +214,10 @@ po::options_description train_options(TrainConfig& c, RawTrainOptions& raw) {
        "EMULATE unequal ranks: relative speeds in (0,1], one per rank (rank r sleeps (1/s-1)x the time its device "
        "computed: CPU time on a CPU rank; the first step and steps that build kernels are not emulated)")
       ("emulate-schedule", po::value(&c.emulate_schedule), "change emulated speeds mid-run: STEP:RANK:SPEED[,...]");
+  return dist;
+}
+
+po::options_description checkpoint_options(TrainConfig& c) {
   po::options_description ckpt("Checkpoints, resume and failures (docs/checkpoint-format.md)");
   ckpt.add_options()
       ("checkpoint-dir", po::value(&c.checkpoint_dir), "rank 0 writes DIR/checkpoint-SSSSSSSS.h5 there (created if missing)")
@@ -218,6 +230,10 @@ po::options_description train_options(TrainConfig& c, RawTrainOptions& raw) {
       ("stall-timeout", po::value(&c.stall_timeout)->default_value(300.0),
        "seconds a rank may be missing from a step (async/hybrid: make no local step) before the job ends "
        "naming it (0 = wait forever)");
+  return ckpt;
+}
+
+po::options_description output_options(TrainConfig& c, RawTrainOptions& raw) {
   po::options_description out("Output");
   out.add_options()
       ("log-every", po::value(&c.log_every)->default_value(10), "progress line every N steps")
@@ -237,8 +253,13 @@ po::options_description train_options(TrainConfig& c, RawTrainOptions& raw) {
       ("print-config", "print the effective configuration in --config syntax and exit (repeat a run exactly)")
       ("verbose", po::bool_switch(&raw.verbose), kVerboseHelp)
       ("help,h", "show this help");
+  return out;
+}
+
+po::options_description train_options(TrainConfig& c, RawTrainOptions& raw) {
   po::options_description all("hetrain train options");
-  all.add(data).add(model).add(dist).add(ckpt).add(out);
+  all.add(data_options(c, raw)).add(model_options(c, raw)).add(distribution_options(c));
+  all.add(checkpoint_options(c)).add(output_options(c, raw));
   return all;
 }
 
