@@ -101,6 +101,149 @@ bool parse(const std::string& cmd, const std::vector<std::string>& args, po::opt
 const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 const char* kFashionMnistClasses = "T-shirt/top,Trouser,Pullover,Dress,Coat,Sandal,Shirt,Sneaker,Bag,Ankle boot";
 
+std::unique_ptr<SampleSource> open_idx_source(const std::string& cmd, const std::vector<std::string>& args,
+                                              po::options_description& out, po::variables_map& vm, PackOptions& opt) {
+  std::string class_names;
+  std::string images, labels;
+  int classes = 0;
+  po::options_description own("idx options");
+  own.add_options()
+      ("images", po::value(&images)->required(), "IDX image file (idx3-ubyte, plain or .gz)")
+      ("labels", po::value(&labels)->required(), "IDX label file (idx1-ubyte, plain or .gz)")
+      ("classes", po::value(&classes)->default_value(0), "number of classes (0 = from the labels, at least 10)")
+      ("class-names", po::value(&class_names), "comma-separated class names");
+  if (!parse(cmd, args, own, out, vm, nullptr, "Packs MNIST-format IDX files (plain or gzip).")) return nullptr;
+  opt.inputs = {{"--images", images}, {"--labels", labels}};
+  return open_idx(images, labels, classes, split_names(class_names));
+}
+
+std::unique_ptr<SampleSource> open_cifar_source(const std::string& cmd, const std::vector<std::string>& args,
+                                                po::options_description& out, po::variables_map& vm, PackOptions& opt) {
+  std::string class_names, class_names_file;
+  std::vector<std::string> files;
+  int variant = 10;
+  std::string label = "fine";
+  po::options_description own("cifar options");
+  own.add_options()
+      ("batch", po::value(&files)->multitoken()->required(), "binary batch files (also positional)")
+      ("variant", po::value(&variant)->default_value(10), "10 (CIFAR-10) or 100 (CIFAR-100)")
+      ("label", po::value(&label)->default_value("fine"), "CIFAR-100 label: fine (100 classes) or coarse (20)")
+      ("class-names", po::value(&class_names), "comma-separated class names")
+      ("class-names-file", po::value(&class_names_file),
+       "class names one per line (batches.meta.txt, fine_label_names.txt)");
+  po::positional_options_description pos;
+  pos.add("batch", -1);
+  if (!parse(cmd, args, own, out, vm, &pos, "Packs CIFAR-10/100 binary batches.")) return nullptr;
+  HT_CHECK(label == "fine" || label == "coarse", "--label must be fine or coarse, got ", quoted(label));
+  for (const auto& f : files) opt.inputs.push_back({"CIFAR batch", f});
+  if (!class_names_file.empty()) opt.inputs.push_back({"--class-names-file", class_names_file});
+  auto names = class_names_file.empty() ? split_names(class_names) : read_lines(class_names_file);
+  return open_cifar(files, variant, label == "fine", names);
+}
+
+std::unique_ptr<SampleSource> open_folder_source(const std::string& cmd, const std::vector<std::string>& args,
+                                                 po::options_description& out, po::variables_map& vm,
+                                                 PackOptions& opt) {
+  std::string root;
+  int size = 224, channels = 3;
+  po::options_description own("folder options");
+  own.add_options()
+      ("root", po::value(&root)->required(), "ImageFolder root: one sub-folder per class (also positional)")
+      ("size", po::value(&size)->default_value(224), "output size: shorter side resized to it, centre crop")
+      ("channels", po::value(&channels)->default_value(3), "3 = RGB, 1 = greyscale");
+  po::positional_options_description pos;
+  pos.add("root", 1);
+  if (!parse(cmd, args, own, out, vm, &pos,
+             "Packs an ImageFolder tree of JPEG/PNG files. Under mpirun each rank writes its own shards."))
+    return nullptr;
+  return open_folder(root, size, channels);
+}
+
+std::unique_ptr<SampleSource> open_synthetic_source(const std::string& cmd, const std::vector<std::string>& args,
+                                                    po::options_description& out, po::variables_map& vm,
+                                                    PackOptions& opt) {
+  int64_t count = 1000;
+  int channels = 3, size = 32, height = 0, width = 0, classes = 10;
+  uint64_t seed = 1;
+  po::options_description own("synthetic options");
+  own.add_options()
+      ("count", po::value(&count)->default_value(1000), "number of samples")
+      ("channels", po::value(&channels)->default_value(3), "channels per image")
+      ("size", po::value(&size)->default_value(32), "height and width")
+      ("height", po::value(&height)->default_value(0), "height (overrides --size)")
+      ("width", po::value(&width)->default_value(0), "width (overrides --size)")
+      ("classes", po::value(&classes)->default_value(10), "number of classes")
+      ("seed", po::value(&seed)->default_value(1), "generator seed (same seed, same dataset)");
+  if (!parse(cmd, args, own, out, vm, nullptr, "Writes seeded synthetic images with a learnable class structure."))
+    return nullptr;
+  const int h = height ? height : size, w = width ? width : size;
+  check_sample_shape(height || width ? "--channels/--height/--width" : "--channels/--size " + std::to_string(size),
+                     channels, h, w);
+  return open_synthetic(seed, count, channels, h, w, classes);
+}
+
+std::unique_ptr<SampleSource> open_detect_synthetic_source(const std::string& cmd, const std::vector<std::string>& args,
+                                                           po::options_description& out, po::variables_map& vm,
+                                                           PackOptions& opt) {
+  DetectSyntheticOptions d;
+  std::string split = "train", dir = kFashionMnistDir;
+  po::options_description own("detect-synthetic options");
+  own.add_options()
+      ("split", po::value(&split)->default_value("train"),
+       "train: items from Fashion-MNIST's 60000 training images; test: from its 10000 test images")
+      ("count", po::value(&d.count)->default_value(1000), "number of generated images")
+      ("max-items", po::value(&d.max_items)->default_value(4), "items per image: 1 to this many")
+      ("size", po::value(&d.size)->default_value(320),
+       "output height and width: every canvas (128-320 px) is letterboxed to it")
+      ("channels", po::value(&d.channels)->default_value(1), "1 = grey, 3 = seeded colour tints")
+      ("seed", po::value(&d.seed)->default_value(1), "generator seed (same seed and split, same dataset)")
+      ("fashion-mnist", po::value(&dir)->default_value(kFashionMnistDir),
+       "folder of the Fashion-MNIST IDX files (Debian package dataset-fashion-mnist)");
+  if (!parse(cmd, args, own, out, vm, nullptr,
+             "Generates a detection dataset: Fashion-MNIST items pasted at 1-3x onto noisy canvases, "
+             "letterboxed to --size; boxes are the items' tight bounds (docs/detection.md)."))
+    return nullptr;
+  HT_CHECK(split == "train" || split == "test", "--split must be train or test, got ", quoted(split));
+  const std::string prefix = dir + "/" + (split == "train" ? "train" : "t10k");
+  const std::string images = prefix + "-images-idx3-ubyte.gz", labels = prefix + "-labels-idx1-ubyte.gz";
+  opt.inputs = {{"Fashion-MNIST images", images}, {"Fashion-MNIST labels", labels}};
+  d.split_tag = split == "train" ? 0 : 1;
+  std::shared_ptr<const SampleSource> items = open_idx(images, labels, 10, split_names(kFashionMnistClasses));
+  return open_detect_synthetic(items, d);
+}
+
+std::unique_ptr<SampleSource> open_coco_source(const std::string& cmd, const std::vector<std::string>& args,
+                                               po::options_description& out, po::variables_map& vm, PackOptions& opt) {
+  std::string images, annotations;
+  int size = 640, channels = 3;
+  po::options_description own("coco options");
+  own.add_options()
+      ("images", po::value(&images)->required(), "folder of the images named by the annotations' file_name")
+      ("annotations", po::value(&annotations)->required(), "COCO instances JSON file (e.g. instances_val2017.json)")
+      ("size", po::value(&size)->default_value(640), "output height and width: each image is letterboxed to it")
+      ("channels", po::value(&channels)->default_value(3), "3 = RGB, 1 = greyscale");
+  if (!parse(cmd, args, own, out, vm, nullptr,
+             "Packs COCO-format detection data: images letterboxed to --size, boxes as normalised "
+             "(class, cx, cy, w, h), category ids mapped to contiguous classes (docs/detection.md)."))
+    return nullptr;
+  opt.inputs = {{"--annotations", annotations}};
+  return open_coco(images, annotations, size, channels);
+}
+
+// The source commands: each reads its own options (after the output options) and opens its source;
+// nullptr once it printed --help.
+using SourceCommand = std::unique_ptr<SampleSource> (*)(const std::string& cmd, const std::vector<std::string>& args,
+                                                        po::options_description& out, po::variables_map& vm,
+                                                        PackOptions& opt);
+const std::pair<const char*, SourceCommand> kSourceCommands[] = {
+    {"idx", open_idx_source},
+    {"cifar", open_cifar_source},
+    {"folder", open_folder_source},
+    {"synthetic", open_synthetic_source},
+    {"detect-synthetic", open_detect_synthetic_source},
+    {"coco", open_coco_source},
+};
+
 int run(int argc, char** argv, MPI_Comm comm) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::cout << kUsage;
@@ -116,118 +259,12 @@ int run(int argc, char** argv, MPI_Comm comm) {
   bool no_progress = false;
   po::options_description out = output_options(opt, gzip, no_progress);
   po::variables_map vm;
-  std::unique_ptr<SampleSource> src;
-  std::string class_names, class_names_file;
-
-  if (cmd == "idx") {
-    std::string images, labels;
-    int classes = 0;
-    po::options_description own("idx options");
-    own.add_options()
-        ("images", po::value(&images)->required(), "IDX image file (idx3-ubyte, plain or .gz)")
-        ("labels", po::value(&labels)->required(), "IDX label file (idx1-ubyte, plain or .gz)")
-        ("classes", po::value(&classes)->default_value(0), "number of classes (0 = from the labels, at least 10)")
-        ("class-names", po::value(&class_names), "comma-separated class names");
-    if (!parse(cmd, args, own, out, vm, nullptr, "Packs MNIST-format IDX files (plain or gzip).")) return 0;
-    opt.inputs = {{"--images", images}, {"--labels", labels}};
-    src = open_idx(images, labels, classes, split_names(class_names));
-  } else if (cmd == "cifar") {
-    std::vector<std::string> files;
-    int variant = 10;
-    std::string label = "fine";
-    po::options_description own("cifar options");
-    own.add_options()
-        ("batch", po::value(&files)->multitoken()->required(), "binary batch files (also positional)")
-        ("variant", po::value(&variant)->default_value(10), "10 (CIFAR-10) or 100 (CIFAR-100)")
-        ("label", po::value(&label)->default_value("fine"), "CIFAR-100 label: fine (100 classes) or coarse (20)")
-        ("class-names", po::value(&class_names), "comma-separated class names")
-        ("class-names-file", po::value(&class_names_file),
-         "class names one per line (batches.meta.txt, fine_label_names.txt)");
-    po::positional_options_description pos;
-    pos.add("batch", -1);
-    if (!parse(cmd, args, own, out, vm, &pos, "Packs CIFAR-10/100 binary batches.")) return 0;
-    HT_CHECK(label == "fine" || label == "coarse", "--label must be fine or coarse, got ", quoted(label));
-    for (const auto& f : files) opt.inputs.push_back({"CIFAR batch", f});
-    if (!class_names_file.empty()) opt.inputs.push_back({"--class-names-file", class_names_file});
-    auto names = class_names_file.empty() ? split_names(class_names) : read_lines(class_names_file);
-    src = open_cifar(files, variant, label == "fine", names);
-  } else if (cmd == "folder") {
-    std::string root;
-    int size = 224, channels = 3;
-    po::options_description own("folder options");
-    own.add_options()
-        ("root", po::value(&root)->required(), "ImageFolder root: one sub-folder per class (also positional)")
-        ("size", po::value(&size)->default_value(224), "output size: shorter side resized to it, centre crop")
-        ("channels", po::value(&channels)->default_value(3), "3 = RGB, 1 = greyscale");
-    po::positional_options_description pos;
-    pos.add("root", 1);
-    if (!parse(cmd, args, own, out, vm, &pos,
-               "Packs an ImageFolder tree of JPEG/PNG files. Under mpirun each rank writes its own shards."))
-      return 0;
-    src = open_folder(root, size, channels);
-  } else if (cmd == "synthetic") {
-    int64_t count = 1000;
-    int channels = 3, size = 32, height = 0, width = 0, classes = 10;
-    uint64_t seed = 1;
-    po::options_description own("synthetic options");
-    own.add_options()
-        ("count", po::value(&count)->default_value(1000), "number of samples")
-        ("channels", po::value(&channels)->default_value(3), "channels per image")
-        ("size", po::value(&size)->default_value(32), "height and width")
-        ("height", po::value(&height)->default_value(0), "height (overrides --size)")
-        ("width", po::value(&width)->default_value(0), "width (overrides --size)")
-        ("classes", po::value(&classes)->default_value(10), "number of classes")
-        ("seed", po::value(&seed)->default_value(1), "generator seed (same seed, same dataset)");
-    if (!parse(cmd, args, own, out, vm, nullptr, "Writes seeded synthetic images with a learnable class structure."))
-      return 0;
-    const int h = height ? height : size, w = width ? width : size;
-    check_sample_shape(height || width ? "--channels/--height/--width" : "--channels/--size " + std::to_string(size),
-                       channels, h, w);
-    src = open_synthetic(seed, count, channels, h, w, classes);
-  } else if (cmd == "detect-synthetic") {
-    DetectSyntheticOptions d;
-    std::string split = "train", dir = kFashionMnistDir;
-    po::options_description own("detect-synthetic options");
-    own.add_options()
-        ("split", po::value(&split)->default_value("train"),
-         "train: items from Fashion-MNIST's 60000 training images; test: from its 10000 test images")
-        ("count", po::value(&d.count)->default_value(1000), "number of generated images")
-        ("max-items", po::value(&d.max_items)->default_value(4), "items per image: 1 to this many")
-        ("size", po::value(&d.size)->default_value(320),
-         "output height and width: every canvas (128-320 px) is letterboxed to it")
-        ("channels", po::value(&d.channels)->default_value(1), "1 = grey, 3 = seeded colour tints")
-        ("seed", po::value(&d.seed)->default_value(1), "generator seed (same seed and split, same dataset)")
-        ("fashion-mnist", po::value(&dir)->default_value(kFashionMnistDir),
-         "folder of the Fashion-MNIST IDX files (Debian package dataset-fashion-mnist)");
-    if (!parse(cmd, args, own, out, vm, nullptr,
-               "Generates a detection dataset: Fashion-MNIST items pasted at 1-3x onto noisy canvases, "
-               "letterboxed to --size; boxes are the items' tight bounds (docs/detection.md)."))
-      return 0;
-    HT_CHECK(split == "train" || split == "test", "--split must be train or test, got ", quoted(split));
-    const std::string prefix = dir + "/" + (split == "train" ? "train" : "t10k");
-    const std::string images = prefix + "-images-idx3-ubyte.gz", labels = prefix + "-labels-idx1-ubyte.gz";
-    opt.inputs = {{"Fashion-MNIST images", images}, {"Fashion-MNIST labels", labels}};
-    d.split_tag = split == "train" ? 0 : 1;
-    std::shared_ptr<const SampleSource> items = open_idx(images, labels, 10, split_names(kFashionMnistClasses));
-    src = open_detect_synthetic(items, d);
-  } else if (cmd == "coco") {
-    std::string images, annotations;
-    int size = 640, channels = 3;
-    po::options_description own("coco options");
-    own.add_options()
-        ("images", po::value(&images)->required(), "folder of the images named by the annotations' file_name")
-        ("annotations", po::value(&annotations)->required(), "COCO instances JSON file (e.g. instances_val2017.json)")
-        ("size", po::value(&size)->default_value(640), "output height and width: each image is letterboxed to it")
-        ("channels", po::value(&channels)->default_value(3), "3 = RGB, 1 = greyscale");
-    if (!parse(cmd, args, own, out, vm, nullptr,
-               "Packs COCO-format detection data: images letterboxed to --size, boxes as normalised "
-               "(class, cx, cy, w, h), category ids mapped to contiguous classes (docs/detection.md)."))
-      return 0;
-    opt.inputs = {{"--annotations", annotations}};
-    src = open_coco(images, annotations, size, channels);
-  } else {
-    HT_THROW("unknown command '", cmd, "' (try hetrain-pack --help)");
-  }
+  SourceCommand open_source = nullptr;
+  for (const auto& [name, command] : kSourceCommands)
+    if (cmd == name) open_source = command;
+  if (!open_source) HT_THROW("unknown command '", cmd, "' (try hetrain-pack --help)");
+  const std::unique_ptr<SampleSource> src = open_source(cmd, args, out, vm, opt);
+  if (!src) return 0;  // --help
   opt.write.gzip_level = gzip;
   opt.progress = !no_progress;
   PackResult r = pack(*src, opt);
