@@ -166,7 +166,8 @@ po::options_description model_options(TrainConfig& c, RawTrainOptions& raw) {
       ("nesterov", po::bool_switch(&c.nesterov), "Nesterov momentum")
       ("weight-decay", po::value(&c.weight_decay)->default_value(5e-4f, "5e-4"), "L2 weight decay")
       ("no-bn-decay", po::bool_switch(&raw.no_bn_decay), "no weight decay on batch-norm parameters and biases")
-      ("label-smoothing", po::value(&c.label_smoothing)->default_value(0.0f, "0"), "label smoothing epsilon")
+      ("label-smoothing", po::value(&c.label_smoothing)->default_value(0.0f, "0"), "label smoothing epsilon: a classifier's softmax targets; a detector's class targets 1-eps/2 and eps/2 "
+       "(YOLOv5's smooth_BCE). Validation losses are unsmoothed")
       ("seed", po::value(&c.seed)->default_value(1), "seed of initialisation, sample order and augmentation")
       ("threads", po::value(&c.threads)->default_value(1), "CPU threads per rank")
       ("device", po::value(&c.device)->default_value("auto"),

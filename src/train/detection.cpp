@@ -14,8 +14,16 @@ detect::DetectHeadSpec head_spec(const nn::DetectHeadLayout& layout) {
   return spec;
 }
 
-DetectionLoss::DetectionLoss(const nn::DetectHeadLayout& layout)
-    : loss_(head_spec(layout), detect::scaled_for(head_spec(layout))) {}
+namespace {
+detect::YoloLossConfig loss_config(const nn::DetectHeadLayout& layout, float label_smoothing) {
+  detect::YoloLossConfig cfg;
+  cfg.label_smoothing = label_smoothing;
+  return detect::scaled_for(cfg, head_spec(layout));
+}
+}  // namespace
+
+DetectionLoss::DetectionLoss(const nn::DetectHeadLayout& layout, float label_smoothing)
+    : loss_(head_spec(layout), loss_config(layout, label_smoothing)) {}
 
 namespace {
 // A buffer kept between steps, reallocated only when the shape (the local batch) or device changes.

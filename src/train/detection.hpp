@@ -27,7 +27,9 @@ constexpr float kDetectionNominalBatch = 64.0f;
 
 class DetectionLoss {
  public:
-  explicit DetectionLoss(const nn::DetectHeadLayout& layout);
+  // `label_smoothing` (--label-smoothing): YOLOv5's smooth_BCE, class targets 1 − ε/2 and ε/2 in training;
+  // validation losses are unsmoothed, as the classifiers' are.
+  explicit DetectionLoss(const nn::DetectHeadLayout& layout, float label_smoothing = 0.0f);
   // rows [b, A, 5 + nc] on any device, `boxes` the b samples' targets. Returns the gradient for the model's
   // backward on rows' device (valid until the next call) and adds b × the loss to *loss_sum.
   Tensor loss_and_gradient(const Tensor& rows, const data::BoxList& boxes, double* loss_sum);

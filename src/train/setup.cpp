@@ -312,7 +312,7 @@ void build_model(const TrainConfig& cfg, Setup& s) {
       data::require_classification(src->info(), who);
   }
   if (s.model->detect_head())
-    s.detection = std::make_unique<DetectionLoss>(*s.model->detect_head());
+    s.detection = std::make_unique<DetectionLoss>(*s.model->detect_head(), cfg.label_smoothing);
   else
     s.loss = std::make_unique<ops::SoftmaxXentLoss>();
 }
