@@ -41,8 +41,8 @@ class ElasticReport {
   // This rank's last window: the reported one, or the steps since when it holds any.
   double final_loss() const { return count_ > 0 ? loss_sum_ / count_ : last_loss_; }
 
-  // Collective: rank 0 prints the run's last lines. `traffic`: this rank's, summed (the slowest operation:
-  // the longest) over the ranks.
+  // Collective: rank 0 prints the run's last lines. `traffic`: this rank's, summed over the ranks (the
+  // median and the slowest operation: the highest rank's).
   void summary(const TrainResult& result, bool stopped, bool nothing_left, int64_t samples_done,
                const CenterTraffic& traffic, bool checkpoints) const;
 

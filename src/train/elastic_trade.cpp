@@ -16,6 +16,18 @@ void elastic_difference(float* w, const float* center, float* delta, int64_t n, 
   }
 }
 
+void CenterTraffic::add(double seconds) {
+  slowest_op = std::max(slowest_op, seconds);
+  op_seconds.push_back(seconds);
+}
+
+double CenterTraffic::median_op() const {
+  if (op_seconds.empty()) return 0;
+  std::vector<double> sorted = op_seconds;
+  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+  return sorted[sorted.size() / 2];
+}
+
 double CenterTrade::trade(nn::ParamBuffer& params, bool on_gpu, const ElasticGroup& group,
                           dist::ElasticCenter& center, dist::SampleCounter& counter,
                           dist::SampleCounter::RankStats& stats, bool& unpushed, int world_rank) {
@@ -27,11 +39,11 @@ double CenterTrade::trade(nn::ParamBuffer& params, bool on_gpu, const ElasticGro
     const int64_t seen = counter.updates();
     const auto read_start = Clock::now();
     center.read(center_values_.data());
-    traffic_.slowest_op = std::max(traffic_.slowest_op, seconds_since(read_start));
+    traffic_.add(seconds_since(read_start));
     elastic_difference(local.data(), center_values_.data(), delta_.data(), params.count(), alpha_);
     const auto add_start = Clock::now();
     center.add(delta_.data());
-    traffic_.slowest_op = std::max(traffic_.slowest_op, seconds_since(add_start));
+    traffic_.add(seconds_since(add_start));
     // Staleness: the center updates by other groups between this read and this push.
     const int64_t staleness = counter.count_update() - seen;
     traffic_.staleness_sum += double(staleness);

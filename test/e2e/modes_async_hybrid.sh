@@ -111,7 +111,9 @@ PY
 
 # 3b. The cross-node one-sided path, forced on one machine (Open MPI osc/pt2pt over TCP): a read or push
 # aimed at a rank that computes must not wait for its step to end. The ranks poll MPI between layers; the
-# slowest center operation must stay under half a local step (without the polling it takes about a step).
+# median center operation must stay under a tenth of a local step. Measured on 2 cores: with the polling the
+# median is ~4% of a step (8 ms of 211); without it ~23% (61-66 ms of 262-284). The slowest operation is no
+# criterion: one target descheduled by a busy machine made it 61% of a step once, with the polling on.
 OMPI_MCA_osc=pt2pt OMPI_MCA_btl=self,tcp run_mpi 4 --model resnet20 --synthetic 1024 --synthetic-shape 3,32,32 \
   --global-batch 128 --epochs 1 --lr 0.05 --mode async --log-every 1000 >"$TMP/pt2pt.out" 2>&1 \
   || { cat "$TMP/pt2pt.out"; fail "async over osc/pt2pt failed"; }
@@ -120,10 +122,10 @@ done_line=$(grep '^done:' "$TMP/pt2pt.out") || { cat "$TMP/pt2pt.out"; fail "asy
 import re, sys
 line = sys.argv[1]
 rate = float(re.search(r"([0-9.]+) samples/s", line).group(1))
-slowest = float(re.search(r"slowest read or push ([0-9.]+) ms", line).group(1)) / 1e3
+median = float(re.search(r"read or push median ([0-9.]+) ms", line).group(1)) / 1e3
 step = 4 * 32 / rate  # 4 ranks of 32 samples a local step
-print("osc/pt2pt: slowest center read or push %.1f ms, local step %.0f ms (%s)" % (1e3 * slowest, 1e3 * step, line))
-sys.exit(0 if slowest < 0.5 * step else 1)
+print("osc/pt2pt: center read or push median %.1f ms, local step %.0f ms (%s)" % (1e3 * median, 1e3 * step, line))
+sys.exit(0 if median < 0.1 * step else 1)
 PY
 
 # 4. Bad options: one line, non-zero exit.
