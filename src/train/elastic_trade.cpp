@@ -18,12 +18,16 @@ void elastic_difference(float* w, const float* center, float* delta, int64_t n, 
 
 void CenterTraffic::add(double seconds) {
   slowest_op = std::max(slowest_op, seconds);
-  op_seconds.push_back(seconds);
+  if (recent_ops.size() < kRecentOps)
+    recent_ops.push_back(seconds);
+  else
+    recent_ops[size_t(ops % int64_t(kRecentOps))] = seconds;
+  ++ops;
 }
 
 double CenterTraffic::median_op() const {
-  if (op_seconds.empty()) return 0;
-  std::vector<double> sorted = op_seconds;
+  if (recent_ops.empty()) return 0;
+  std::vector<double> sorted = recent_ops;
   std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
   return sorted[sorted.size() / 2];
 }

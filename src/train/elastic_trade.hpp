@@ -20,8 +20,11 @@ struct CenterTraffic {
   double staleness_sum = 0;  // center updates by other groups between a trade's read and its push, summed
   int64_t pushes = 0;
   double slowest_op = 0;     // seconds: the longest center read or push
-  std::vector<double> op_seconds;  // every center read and push of this rank
-  // The median of op_seconds (0 without any): a typical operation, which one descheduled target (a busy
+  // This rank's newest center reads and pushes (at most kRecentOps: a long run's memory stays bounded).
+  static constexpr size_t kRecentOps = 1024;
+  std::vector<double> recent_ops;
+  int64_t ops = 0;
+  // The median of recent_ops (0 without any): a typical operation, which one descheduled target (a busy
   // machine) or one target in its first step (one-off set-up) does not move.
   double median_op() const;
   void add(double seconds);  // one read or push

@@ -148,7 +148,7 @@ TEST(TrainingLoop, AStopEndsTheStepsAfterTheirCheckpointThenTheFinalOnesFollow) 
 // The real modes through the loop: every sample of the run trained once, the replicas left identical.
 class LoopModes : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(LoopModes, TrainTheWholeRunAndEndWithOneModel) {
+TEST_P(LoopModes, TrainTheWholeRunAndReportIt) {
   TrainConfig cfg = small_config();
   cfg.mode = GetParam();
   cfg.epochs = 2;
