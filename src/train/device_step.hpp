@@ -1,11 +1,11 @@
-// The GPU side of a training step: a batch's bytes to the device, and the loss computed there.
+// The GPU side of a training step: a batch's bytes to the device.
 //
 // A GPU rank asks its batch source for raw batches (uint8 images plus the crops and flips drawn on the
 // host from the data seed, data::BatchForm::Raw): uint8 moves 4× fewer bytes than floats, and the
 // conversion, crop and flip run on the device as one op (ops/normalize_crop_flip) instead of on a host
 // thread. The streams, events and pinned memory are the device layer's (StagedUpload, hetrain/cuda.hpp);
-// the loss is an op (ops/softmax_xent). Everything here works on the legacy default stream, like the
-// model's layers, except the copy itself.
+// the loss is the softmax_xent op on every device (train/local_step.cpp). Everything here works on the
+// legacy default stream, like the model's layers, except the copy itself.
 #pragma once
 
 #include <cstdint>
