@@ -3,8 +3,10 @@
 
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include "hetrain/dist/balance.hpp"
 #include "hetrain/error.hpp"
@@ -419,4 +421,198 @@ TEST(BalancePlanner, EarlyRefitFollowsATransientStraggler) {
       EXPECT_GT(sim.planner.split()[0], 40) << "still away from the recovered rank until step 85";
     }
   }
+}
+
+// ---------------------------------------------------------------- granularity (ghost batch norm)
+namespace {
+// Synthetic per-sample models of ranks whose speeds (samples/ms) are `speed`, as RankBalance would send them
+// after steady steps: α = 1 ms, β = 1/speed ms, 2% spread over 10 steps.
+std::vector<CostModel> models_of(const std::vector<double>& speed) {
+  std::vector<CostModel> m;
+  for (double s : speed) m.push_back({1e-3, 1e-3 / s, 0.02, 10.0});
+  return m;
+}
+
+// Drives `p` over steps [0, steps) with the models of `speed_at(step)` at every refit; returns every split
+// it held after a step (calibration included).
+std::vector<std::vector<int64_t>> drive(BalancePlanner& p, int64_t steps,
+                                        const std::function<std::vector<double>(int64_t)>& speed_at) {
+  std::vector<std::vector<int64_t>> splits{p.split()};
+  for (int64_t step = 0; step < steps; ++step) {
+    p.advance(step, p.needs_models(step) ? models_of(speed_at(step)) : std::vector<CostModel>{});
+    splits.push_back(p.split());
+  }
+  return splits;
+}
+
+BalanceConfig ghost_config(int64_t G) {
+  BalanceConfig c = dynamic_config(10);
+  c.granularity = G;
+  return c;
+}
+}  // namespace
+
+// G = 4, B = 64: the planner plans 16 groups of 4. Every split it ever returns holds whole groups and sums
+// to 64, through calibration, the first fit and refits that follow a slowdown; the models it reports are
+// the per-sample ones it was given; the plan is the best one of whole groups.
+TEST(BalancePlannerGranularity, EverySplitIsWholeGroups) {
+  BalancePlanner p(3, 64, ghost_config(4));
+  EXPECT_EQ(p.global_batch(), 64);
+  EXPECT_EQ(p.split(), (std::vector<int64_t>{24, 20, 20})) << "16 groups: 6, 5, 5";
+  auto speed_at = [](int64_t step) {
+    return step < 40 ? std::vector<double>{1.0, 1.0, 0.25} : std::vector<double>{1.0, 1.0 / 3.0, 0.25};
+  };
+  const auto splits = drive(p, 100, speed_at);
+  std::set<std::vector<int64_t>> distinct;
+  for (const auto& s : splits) {
+    distinct.insert(s);
+    ASSERT_EQ(s.size(), 3u);
+    EXPECT_EQ(std::accumulate(s.begin(), s.end(), int64_t(0)), 64);
+    for (int64_t b : s) EXPECT_EQ(b % 4, 0) << "share " << b;
+  }
+  EXPECT_GE(distinct.size(), 4u) << "uniform, perturbed, first fit and after the slowdown";
+
+  const std::vector<CostModel> given = models_of(speed_at(99));
+  ASSERT_EQ(p.models().size(), 3u);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(p.models()[r].alpha, given[r].alpha) << "rank " << r;
+    EXPECT_EQ(p.models()[r].beta, given[r].beta) << "per sample, rank " << r;
+    EXPECT_EQ(p.models()[r].spread, given[r].spread);
+    EXPECT_EQ(p.models()[r].steps, given[r].steps);
+  }
+  // The best split of 16 whole groups under those models, in samples.
+  std::vector<CostModel> per_group = given;
+  for (CostModel& m : per_group) m.beta *= 4;
+  std::vector<int64_t> best = solve_split(per_group, {}, 16);
+  for (int64_t& b : best) b *= 4;
+  EXPECT_EQ(p.split(), best) << p.describe(99);
+  EXPECT_NEAR(p.predicted_seconds(), predicted_step_seconds(given, p.split()), 1e-12);
+  for (int r = 0; r < 3; ++r)
+    EXPECT_NEAR(p.speeds()[r], double(p.split()[r]) / given[r].predict(p.split()[r]), 1e-9) << "samples/s";
+}
+
+// The planner with G = 4 and B = 64 takes the decisions of a G = 1 planner of 16 samples whose models cost
+// what a group costs: it works unchanged on units.
+TEST(BalancePlannerGranularity, PlansGroupsAsAPlannerOfUnitsWould) {
+  BalancePlanner groups(3, 64, ghost_config(4)), units(3, 16, ghost_config(1));
+  auto speed_at = [](int64_t step) {
+    return step < 40 ? std::vector<double>{1.0, 1.0, 0.25} : std::vector<double>{1.0, 1.0 / 3.0, 0.25};
+  };
+  for (int64_t step = 0; step < 100; ++step) {
+    std::vector<CostModel> m, per_group;
+    if (groups.needs_models(step)) {
+      m = models_of(speed_at(step));
+      per_group = m;
+      for (CostModel& g : per_group) g.beta *= 4;
+    }
+    EXPECT_EQ(groups.advance(step, m), units.advance(step, per_group)) << "step " << step;
+    std::vector<int64_t> scaled = units.split();
+    for (int64_t& b : scaled) b *= 4;
+    ASSERT_EQ(groups.split(), scaled) << "step " << step;
+  }
+  EXPECT_EQ(groups.rebalances(), units.rebalances());
+}
+
+// A probe share is one group: a rank whose fit looks hopeless is probed with 4 samples.
+TEST(BalancePlannerGranularity, ProbeIsOneGroup) {
+  BalancePlanner p(3, 64, ghost_config(4));
+  std::vector<CostModel> hopeless = models_of({1.0, 1.0, 0.25});
+  hopeless[2].alpha = 1.0;  // its fixed cost alone exceeds any balanced step
+  int64_t step = 0;
+  for (; step <= 5; ++step) p.advance(step, p.needs_models(step) ? hopeless : std::vector<CostModel>{});
+  ASSERT_EQ(p.split()[2], 0) << p.describe(5);
+  EXPECT_NE(p.describe(5).find("rank 2 idle: its fixed cost"), std::string::npos) << p.describe(5);
+  std::string probed;
+  for (; step < 200 && probed.empty(); ++step) {
+    p.advance(step, p.needs_models(step) ? hopeless : std::vector<CostModel>{});
+    if (p.split()[2] > 0) probed = p.describe(step);
+  }
+  ASSERT_FALSE(probed.empty()) << "rank 2 was never probed";
+  EXPECT_EQ(p.split()[2], 4) << probed;
+  EXPECT_EQ(p.probes(), 1);
+  EXPECT_NE(probed.find("rank 2 probed with 4 samples"), std::string::npos) << probed;
+  EXPECT_EQ(std::accumulate(p.split().begin(), p.split().end(), int64_t(0)), 64);
+}
+
+TEST(BalancePlannerGranularity, SetSplitTakesWholeGroupsOnly) {
+  BalancePlanner p(3, 64, ghost_config(4));
+  p.set_split({32, 28, 4});
+  EXPECT_EQ(p.split(), (std::vector<int64_t>{32, 28, 4}));
+  try {
+    p.set_split({32, 29, 3});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("share 29 of rank 1 is not a multiple of the ghost batch norm group 4"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_EQ(p.split(), (std::vector<int64_t>{32, 28, 4})) << "a rejected split changes nothing";
+  EXPECT_THROW(p.set_split({32, 28, 8}), Error) << "sums to 68";
+}
+
+TEST(BalancePlannerGranularity, ValidatesGlobalBatchAndCaps) {
+  try {
+    BalancePlanner(3, 62, ghost_config(4));
+    FAIL();
+  } catch (const AgreedError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--global-batch 62 is not a multiple of the ghost batch norm group 4 (--bn ghost:4)"),
+              std::string::npos) << what;
+  }
+  EXPECT_THROW(BalancePlanner(3, 64, ghost_config(0)), AgreedError);
+  EXPECT_THROW(BalancePlanner(3, 64, ghost_config(-4)), AgreedError);
+
+  // Caps of 10 samples hold 2 groups, 8 samples: 3 ranks hold 24, less than 28 although 30 ≥ 28.
+  BalanceConfig c = ghost_config(4);
+  c.caps = {10};
+  EXPECT_NO_THROW(BalancePlanner(3, 24, c));
+  try {
+    BalancePlanner(3, 28, c);
+    FAIL();
+  } catch (const AgreedError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--max-local-batch"), std::string::npos) << what;
+    EXPECT_NE(what.find("groups of 4 samples"), std::string::npos) << what;
+    EXPECT_NE(what.find("sum to 24"), std::string::npos) << what;
+  }
+}
+
+// A cap of 10 samples with G = 4 acts as 8: the fastest rank gets 8, from the uniform split on.
+TEST(BalancePlannerGranularity, CapRoundsDownToWholeGroups) {
+  BalanceConfig c = ghost_config(4);
+  c.caps = {10, 64, 64};
+  BalancePlanner p(3, 64, c);
+  EXPECT_EQ(p.split(), (std::vector<int64_t>{8, 28, 28})) << "16 groups, rank 0 holds 2 at most";
+  const auto splits = drive(p, 60, [](int64_t) { return std::vector<double>{8.0, 1.0, 1.0}; });
+  for (const auto& s : splits) {
+    EXPECT_LE(s[0], 8);
+    for (int64_t b : s) EXPECT_EQ(b % 4, 0);
+  }
+  EXPECT_EQ(p.split()[0], 8) << p.describe(59);
+  EXPECT_THROW(p.set_split({12, 24, 28}), Error) << "12 > the cap of 10";
+}
+
+// G = 1 is the planner as it was: the same splits, decisions and log lines as the default configuration,
+// over a run with noise, an early refit, a starved rank and its probes.
+TEST(BalancePlannerGranularity, GroupOfOneChangesNothing) {
+  const std::vector<double> speed = {1.0, 1.0, 0.5, 0.25};
+  auto make = [&](const BalanceConfig& c) {
+    auto rng = std::make_shared<std::mt19937>(17);
+    return Simulation(4, 256, c, [=](int r, int64_t step, int64_t b) {
+      std::normal_distribution<double> noise(0.0, 0.03);
+      const double hiccup = (r == 3 && step < 6) ? 60.0 : (r == 1 && step >= 80 && step < 100) ? 3.0 : 1.0;
+      return hiccup * (0.0005 + 1e-3 * double(b) / speed[r]) * (1 + noise(*rng));
+    });
+  };
+  BalanceConfig plain = dynamic_config(20), one = dynamic_config(20);
+  one.granularity = 1;
+  Simulation a = make(plain), b = make(one);
+  a.early_refits = b.early_refits = true;
+  for (int64_t step = 0; step < 200; ++step) {
+    a.run(step, step + 1);
+    b.run(step, step + 1);
+    ASSERT_EQ(a.planner.split(), b.planner.split()) << "step " << step;
+    ASSERT_EQ(a.planner.describe(step), b.planner.describe(step)) << "step " << step;
+  }
+  EXPECT_GE(a.planner.probes(), 1) << "the run should have probed the starved rank";
+  EXPECT_GE(a.planner.rebalances(), 3);
 }

@@ -152,6 +152,10 @@ struct BalanceConfig {
   double decay = 0.9;             // weight of a sample one step older (recent measurements count more)
   double hysteresis = 0.03;       // floor of the noise bound: a new plan must predict a larger relative gain
   std::vector<int64_t> caps;      // --max-local-batch: empty = none, one value for all, or one per rank
+  // Every share is a multiple of it: ghost batch norm's group size (docs/architecture.md, "Batch norm")
+  // normalizes fixed groups of this many consecutive samples of the global batch, so no group may straddle
+  // two ranks. 1 = any share.
+  int64_t granularity = 1;
 };
 
 // Validates the configuration for n ranks and global batch B (before any collective) and returns the
@@ -177,16 +181,22 @@ std::vector<int64_t> merge_caps(const std::vector<int64_t>& user_caps, const std
 //     max(hysteresis, z_n · the largest level_error() of the ranks involved), z_n = √(2 ln n) + 1 (the
 //     largest of n fitting errors grows like √(2 ln n)); a gain under twice the bound moves half-way (at
 //     the first fit also one between the hysteresis and the bound);
-//   - never starve: a rank left at b = 0 whose one sample costs no more than the step gets a probe share
-//     of 1 and so is measured at every step; a rank whose one sample alone costs more stays idle, with the
-//     reason in describe(), and gets a probe share of 1 after 2, then 4, 8, ... 32 refits idle.
+//   - never starve: a rank left at b = 0 whose one unit (below) costs no more than the step gets a probe
+//     share of one unit and so is measured at every step; a rank whose one unit alone costs more stays idle,
+//     with the reason in describe(), and gets a probe share of one unit after 2, then 4, 8, ... 32 refits idle.
+// Granularity G (BalanceConfig::granularity, 1 by default): every share is a multiple of G. The planner
+// works in units of G samples throughout (caps floor(cap/G), global batch B/G, models costing β·G per unit)
+// and translates only at its boundary: split(), global_batch() and set_split() are in samples, advance()
+// takes and models() returns models per sample, speeds() are samples/s. Calibration, the solver, half-way
+// moves, hysteresis and probes thus work unchanged on units; with G = 1 a unit is a sample.
 class BalancePlanner {
  public:
   BalancePlanner(int n, int64_t B, const BalanceConfig& config);
 
-  const std::vector<int64_t>& split() const { return split_; }
+  const std::vector<int64_t>& split() const { return split_; }  // samples per rank
   int size() const { return n_; }
-  int64_t global_batch() const { return B_; }
+  int64_t global_batch() const { return units_ * G_; }  // samples
+  int64_t granularity() const { return G_; }
   const BalanceConfig& config() const { return config_; }
   // True when advance(step) needs every rank's fitted model (the MPI Balancer allgathers only then).
   bool needs_models(int64_t step) const;
@@ -198,18 +208,19 @@ class BalancePlanner {
   // `early`: an agreed refit outside the schedule (then models are given, as for a scheduled one).
   bool advance(int64_t step, const std::vector<CostModel>& models, bool early = false);
   // Replaces the split (checkpoint resume with the same world size; the MPI Balancer's agreement step).
-  // Throws unless Σ = B, 0 ≤ b_r ≤ cap_r and the length is n.
+  // Throws unless Σ = B, 0 ≤ b_r ≤ cap_r, every b_r is a multiple of the granularity and the length is n.
   void set_split(const std::vector<int64_t>& split);
 
-  // For logs (valid after the first fit): fitted models, samples/s of each rank at its current b,
-  // predicted step time of the current plan and of the uniform plan under the same models.
+  // For logs and checkpoints (valid after the first fit): fitted models (per sample, as advance() got
+  // them), samples/s of each rank at its current b, predicted step time of the current plan and of the
+  // uniform plan under the same models.
   const std::vector<CostModel>& models() const { return models_; }
   std::vector<double> speeds() const;
   double predicted_seconds() const;
   double predicted_uniform_seconds() const;
   int64_t fits() const { return fits_; }              // refits done so far
   int64_t rebalances() const { return rebalances_; }  // split changes so far (calibration included)
-  int64_t probes() const { return probes_; }          // probe shares handed to idle ranks so far
+  int64_t probes() const { return probes_; }          // probe shares (one unit each) handed to idle ranks so far
   // The noise bound of the last refit (relative gain a new split had to beat) and its decision in words.
   double noise_bound() const { return noise_bound_; }
   const std::string& decision() const { return decision_; }
@@ -218,13 +229,18 @@ class BalancePlanner {
   std::string describe(int64_t step) const;
 
  private:
+  // Everything below works in units of G samples, except split_ and models_ (the boundary, in samples).
   void adopt(const std::vector<int64_t>& reference, const std::vector<int64_t>& candidate, bool first);
   void give_probes();
+  void publish();  // split_ = unit_split_ in samples; after every change of unit_split_
+  std::string one_unit() const;  // "1 sample", "4 samples"
   int n_;
-  int64_t B_;
+  int64_t G_, units_;  // granularity; global batch in units (B / G)
   BalanceConfig config_;
-  std::vector<int64_t> caps_, uniform_, perturbed_, split_;
-  std::vector<CostModel> models_;
+  std::vector<int64_t> unit_caps_, unit_uniform_, unit_perturbed_, unit_split_;
+  std::vector<CostModel> unit_models_;  // cost per unit: β·G
+  std::vector<int64_t> split_;          // unit_split_ in samples (what split() returns)
+  std::vector<CostModel> models_;       // the models advance() got, made usable, per sample (models())
   std::vector<int> idle_fits_;   // refits in a row that each rank spent at b = 0
   std::vector<int> probe_wait_;  // refits an idle rank waits before its next probe (2, 4, ... 32)
   static constexpr int kMaxProbeWait = 32;
