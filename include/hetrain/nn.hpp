@@ -101,6 +101,30 @@ struct DetectHeadLayout {
   int image_h = 0, image_w = 0;
 };
 
+// ---------------------------------------------------------------- batch statistics (--bn)
+// Where the batch-norm layers of a model in training mode take their statistics from (docs/architecture.md,
+// "Batch norm"):
+//   Local  the rank's own local batch (DDP without SyncBN): the statistics change with the split;
+//   Sync   the whole global batch: each layer adds its per-channel sums up over the ranks (sum_over_ranks),
+//          in forward and in backward, so any split trains what one process at batch B trains;
+//   Ghost  groups of `ghost_group` consecutive samples of the local batch; the balancer gives every rank a
+//          multiple of the group, so the groups are the global batch's and no split changes them.
+struct BatchNormMode {
+  enum class Kind { Local, Sync, Ghost };
+  Kind kind = Kind::Local;
+  int64_t ghost_group = 0;
+  // Sync: adds `n` doubles up over the ranks that share the global batch, in place. Collective: those ranks
+  // call it in the same order, once per batch-norm layer in forward and once in backward.
+  std::function<void(double* values, int n)> sum_over_ranks;
+  // Sync, set by the trainer before each training step:
+  bool no_samples = false;     // the rank has no samples: it runs one zero sample that contributes nothing,
+                               // so that it joins every sum of the step
+  double gradient_weight = 1;  // the rank's factor in the gradient reduction (b_r/B over its loss scale)
+};
+// "local", "sync" or "ghost:G" (G >= 2); throws hetrain::Error naming --bn otherwise.
+BatchNormMode parse_batch_norm_mode(const std::string& text);
+std::string batch_norm_mode_name(const BatchNormMode& mode);  // as parsed: "local", "sync", "ghost:8"
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -127,6 +151,9 @@ class Model {
   void backward(const Tensor& dlogits) { backward(dlogits, GradsFinal()); }
   // True when some layer couples the samples of a batch (batch norm in training mode).
   virtual bool has_batch_coupling() const = 0;
+  // Where training-mode batch norm takes its statistics from (null: Local). The model keeps the pointer;
+  // the caller keeps the mode alive and may change its per-step fields between steps.
+  virtual void set_batch_norm(const BatchNormMode* mode) = 0;
   // Moves the parameters and the model's buffers to `device`; forward() then takes inputs there and
   // returns logits there. On CUDA the layers run cuDNN/cuBLAS/our kernels on the legacy default stream;
   // `precision` is how convolutions and dense layers multiply on a GPU (hetrain/precision.hpp); parameters,

@@ -85,6 +85,20 @@ void batchnorm_forward_eval(T* out, const T* in, const T* gamma, const T* beta, 
 template <typename T>
 void batchnorm_backward(T* din, T* dgamma, T* dbeta, const T* dout, const T* in, const T* gamma,
                         const T* save_mean, const T* save_invstd, int N, int C, int HW);
+// Synchronised batch norm's parts (the statistics of one global batch spread over ranks: each rank sums
+// its own values, the sums are added up over the ranks, docs/architecture.md "Batch norm"), in double:
+//   stat sums: sums[c] = Σ (x − shift[c]), sums[C + c] = Σ (x − shift[c])² over the N·HW values of channel
+//              c. A shift near the mean (the running mean) keeps the one-pass variance's digits.
+//   grad sums: sums[c] = Σ dy, sums[C + c] = Σ dy·(x − mean)·invstd.
+//   backward with given means: dx = γ·invstd·(dy − mean_dy[c] − x̂·mean_dy_xhat[c]), x̂ = (x − mean)·invstd;
+//              din overwritten (with batchnorm_backward's means of this call it is batchnorm_backward's dx).
+template <typename T>
+void batchnorm_stat_sums(double* sums, const T* in, const T* shift, int N, int C, int HW);
+template <typename T>
+void batchnorm_grad_sums(double* sums, const T* dout, const T* in, const T* mean, const T* invstd, int N, int C, int HW);
+template <typename T>
+void batchnorm_backward_given(T* din, const T* dout, const T* in, const T* gamma, const T* mean, const T* invstd,
+                              const T* mean_dy, const T* mean_dy_xhat, int N, int C, int HW);
 
 // ---------------------------------------------------------------- activations, residual add
 template <typename T>

@@ -47,6 +47,7 @@ struct TrainConfig {
   float weight_decay = 5e-4f;
   bool decay_bn_and_bias = true;
   float label_smoothing = 0.0f;
+  std::string batch_norm = "local";  // --bn: local | sync | ghost:G (docs/architecture.md, "Batch norm")
   uint64_t seed = 1;
   int threads = 1;
   std::string device = "auto";     // auto | cpu | cuda (may differ per rank: a job can mix CPU and GPU ranks)

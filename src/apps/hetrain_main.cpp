@@ -168,6 +168,12 @@ po::options_description model_options(TrainConfig& c, RawTrainOptions& raw) {
       ("no-bn-decay", po::bool_switch(&raw.no_bn_decay), "no weight decay on batch-norm parameters and biases")
       ("label-smoothing", po::value(&c.label_smoothing)->default_value(0.0f, "0"), "label smoothing epsilon: a classifier's softmax targets; a detector's class targets 1-eps/2 and eps/2 "
        "(YOLOv5's smooth_BCE). Validation losses are unsmoothed")
+      ("bn", po::value(&c.batch_norm)->default_value("local"),
+       "batch-norm statistics in training: local = over each rank's share (DDP's; they change with the split) | "
+       "sync = over the whole global batch, summed across the ranks in every BN layer (any split trains what one "
+       "process at the same batch trains; CPU ranks only) | ghost:G = over groups of G consecutive samples of "
+       "the global batch, every share a multiple of G (no extra communication). async: over each rank's batch; "
+       "hybrid: over the group's (docs/architecture.md)")
       ("seed", po::value(&c.seed)->default_value(1), "seed of initialisation, sample order and augmentation")
       ("threads", po::value(&c.threads)->default_value(1), "CPU threads per rank")
       ("device", po::value(&c.device)->default_value("auto"),

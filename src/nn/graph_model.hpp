@@ -54,6 +54,7 @@ class GraphModel : public Model {
   // run in file order and own consecutive parameters, so layers i.. are done with everything from there.
   void backward(const Tensor& dout, const GradsFinal& grads_final) override;
   bool has_batch_coupling() const override;
+  void set_batch_norm(const BatchNormMode* mode) override { ws_.batch_norm = mode; }
   void to(Device device, Precision precision = Precision::FP32) override;
   int64_t pooled_floats() const override { return ws_.pooled_floats(); }
   int64_t activation_bytes_per_sample() override;

@@ -23,8 +23,8 @@ namespace hetrain::nn {
 // layer keeps it for backward, and gradients reuse the memory of activations that backward has released
 // — instead of every layer owning an output and a gradient buffer for good. Buffers live on the device of
 // the request (a model on the GPU pools device memory). Not thread-safe: one model is driven by one thread.
-// It also carries the model-wide GPU setting (the precision of convolutions and dense layers,
-// hetrain/precision.hpp), so layers need no second shared object.
+// It also carries the model-wide settings (the precision of GPU convolutions and dense layers,
+// hetrain/precision.hpp; where batch norm takes its statistics, --bn), so layers need no second shared object.
 class Workspace {
  public:
   // Host scratch for the CPU convolutions.
@@ -35,6 +35,7 @@ class Workspace {
   int64_t pooled_floats() const;  // total size of the pool, for tests and diagnostics
   void release_all() { pool_.clear(); }  // e.g. after the model moved to another device
   Precision precision = Precision::FP32;  // GPU convolutions and dense layers (CPU: always FP32)
+  const BatchNormMode* batch_norm = nullptr;  // --bn: where batch norm takes its statistics (null: Local)
 
  private:
   ops::HostScratch scratch_;
@@ -80,6 +81,7 @@ class Layer {
     return ensure_shape(own, shape, device);
   }
   Precision precision() const { return pool_ ? pool_->precision : Precision::FP32; }
+  const BatchNormMode* batch_norm_mode() const { return pool_ ? pool_->batch_norm : nullptr; }
   bool need_dx_ = true;
   Workspace* pool_ = nullptr;
 };

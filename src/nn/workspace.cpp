@@ -26,6 +26,13 @@ int64_t measure_activation_bytes_per_sample(Model& model, Workspace& pool) {
   const ModelConfig& c = model.config();
   ParamBuffer& params = model.params();
   const Tensor saved_states = params.states().clone();  // training forwards move the running statistics
+  // Batch norm over the local batch: a measurement of one rank must not wait for the others' sums.
+  struct LocalBatchNorm {
+    Workspace& pool;
+    const BatchNormMode* saved = pool.batch_norm;
+    ~LocalBatchNorm() { pool.batch_norm = saved; }
+  } local{pool};
+  pool.batch_norm = nullptr;
   int64_t pooled[2] = {0, 0};
   for (int i = 0; i < 2; ++i) {
     const int64_t batch = 2 << i;  // 2 and 4: batch norm needs more than one value per channel

@@ -141,6 +141,7 @@ class ZooModel : public Model {
   }
 
   bool has_batch_coupling() const override { return net_.has_batch_coupling(); }
+  void set_batch_norm(const BatchNormMode* mode) override { ws_.batch_norm = mode; }
 
   void to(Device device, Precision precision) override {
     params_.to(device);

@@ -230,6 +230,7 @@ class ElasticMode final : public TrainingMode {
     const StepInput in = take_batch(first, share);
     // fp16 ranks scale their loss (train/loss_scale.hpp); --debug-overflow-at makes the gradient NaN/Inf.
     const BackwardScale scale = backward_scale(s_, world_.rank(), local_steps_);
+    set_batch_norm_step(s_, b, double(b) / double(n) / scale.rank_scale);
     ComputeClock clock;
     const LocalOutcome local = local_step_.run(in.batch, in.uploaded, b, {}, {}, scale.loss_scale);
     // Emulated speed changes (--emulate-schedule) happen at the same global step in every mode.

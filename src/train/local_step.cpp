@@ -10,7 +10,10 @@ LocalOutcome LocalStep::run(const data::Batch& batch, const DeviceInput::Uploade
                             const nn::GradsFinal& grads_final, float loss_scale) {
   LocalOutcome out;
   s_.model->params().grads().zero();
-  if (b == 0) return out;  // a rank with no share this step still takes part in the exchange
+  if (b == 0) {  // a rank with no share this step still takes part in the exchange
+    if (s_.batch_norm->no_samples && s_.bn_exchange) join_batch_norm_sums();
+    return out;
+  }
   const bool on_gpu = s_.device_kind == Device::CUDA;
   if (s_.detection) {  // the loss runs on the host for every device (train/detection.hpp)
     Tensor rows = s_.model->forward(on_gpu ? input.images : batch.images, /*training=*/true);
@@ -29,6 +32,19 @@ LocalOutcome LocalStep::run(const data::Batch& batch, const DeviceInput::Uploade
   if (on_gpu && while_device_computes) while_device_computes();
   s_.loss->read(&out.loss_sum, &out.correct);
   return out;
+}
+
+// --bn sync: every rank that shares the batch sums its statistics in every batch-norm layer, in forward
+// and backward. A rank without samples runs one zero sample and a zero gradient through the model; its
+// layers add zeros to the sums (BatchNormMode::no_samples) and its parameter gradients stay zero.
+void LocalStep::join_batch_norm_sums() {
+  const nn::ModelConfig& c = s_.model->config();
+  Tensor zero({1, c.in_channels, c.height, c.width}, s_.device_kind);
+  zero.zero();
+  const Tensor out = s_.model->forward(zero, /*training=*/true);
+  Tensor dout(out.shape(), s_.device_kind);
+  dout.zero();
+  s_.model->backward(dout);
 }
 
 }  // namespace hetrain::train

@@ -26,12 +26,14 @@ class LocalStep {
   // `while_device_computes` runs once the step's kernels are queued, before the loss is read back (the
   // trainer uploads the next batch then); the read-back waits for the device, so timings around run() are
   // real compute time on both devices. `grads_final` hears during backward which gradients are final
-  // (nn::GradsFinal: the synchronous mode starts reducing them); it is not called when b = 0.
+  // (nn::GradsFinal: the synchronous mode starts reducing them); it is not called when b = 0. With b = 0
+  // and --bn sync, the rank still joins the batch-norm sums of the others' forward and backward.
   LocalOutcome run(const data::Batch& batch, const DeviceInput::Uploaded& input, int64_t b,
                    const std::function<void()>& while_device_computes = {},
                    const nn::GradsFinal& grads_final = {}, float loss_scale = 1.0f);
 
  private:
+  void join_batch_norm_sums();
   Setup& s_;
   float label_smoothing_;
 };

@@ -387,6 +387,9 @@ void build_split(const TrainConfig& cfg, const dist::World& world, Setup& s) {
     // calibration phase must outlast the lag to be measured.
     bc.calibration_steps = std::max(3, cfg.prefetch_depth + 2);
     if (!cfg.max_local_batch.empty()) bc.caps = parse_int_list(cfg.max_local_batch, "--max-local-batch");
+    // Ghost batch norm's groups are the global batch's only when every share is made of whole groups.
+    if (s.mode == Mode::Sync && s.batch_norm->kind == nn::BatchNormMode::Kind::Ghost)
+      bc.granularity = s.batch_norm->ghost_group;
     s.balancer = std::make_unique<dist::Balancer>(world.comm(), cfg.global_batch, bc);
     s.balance_config = bc;
   }
@@ -408,7 +411,11 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   build_optimizer(cfg, s);
   if (world.rank() == 0) choose_resume(cfg, s);
   s.emulator = dist::SpeedEmulator(cfg.emulate_speed, cfg.emulate_schedule, world.size());
+  s.batch_norm = choose_batch_norm(cfg, s);
+  if (s.batch_norm->kind != nn::BatchNormMode::Kind::Local && !s.model->has_batch_coupling())
+    s.notes.push_back("--bn " + cfg.batch_norm + ": model " + cfg.model + " has no batch norm; nothing changes");
   build_split(cfg, world, s);
+  check_ghost_split(*s.batch_norm, s.fixed_split, cfg.batch_norm);
   parse_rank_step(cfg.debug_fail_at, "--debug-fail-at", world.size(), &s.fail_rank, &s.fail_step);
   parse_rank_step(cfg.debug_overflow_at, "--debug-overflow-at", world.size(), &s.overflow_rank, &s.overflow_step);
   return s;
@@ -527,6 +534,8 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
         *s.comm, dist::plan_buckets(begins, params.count(), dist::bucket_floats(cfg.bucket_mb)));
   }
   apply_memory_caps(cfg, world, s);
+  // Hybrid and async connect batch norm to their groups (train/elastic_group.cpp).
+  if (s.mode == Mode::Sync) connect_batch_norm(s, world.comm());
   // Collective, so only now that every rank is known to be healthy.
   if (cfg.node_cache) {
     s.train->enable_node_cache(world.node_comm());

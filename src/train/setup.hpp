@@ -13,6 +13,7 @@
 #include "hetrain/train.hpp"
 #include "ops/softmax_xent/softmax_xent.hpp"
 #include "train/batch_source.hpp"
+#include "train/batch_stats.hpp"
 #include "train/detection.hpp"
 #include "train/device_step.hpp"
 #include "train/loss_scale.hpp"
@@ -26,6 +27,8 @@ struct Setup {
   Mode mode = Mode::Sync;                    // --mode, resolved once
   std::unique_ptr<BatchSource> train, val;
   std::unique_ptr<nn::Model> model;
+  std::unique_ptr<nn::BatchNormMode> batch_norm;     // --bn (the model points at it: it must not move)
+  std::unique_ptr<BatchStatsExchange> bn_exchange;   // --bn sync over more than one rank
   std::unique_ptr<data::EpochPlan> plan;
   std::unique_ptr<optim::LrSchedule> schedule;
   std::unique_ptr<optim::Sgd> sgd;

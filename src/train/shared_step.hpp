@@ -55,8 +55,9 @@ BackwardScale backward_scale(const Setup& s, int rank, int64_t step);
 class ComputeClock {
  public:
   ComputeClock();  // starts the clock
-  // Stops it: seconds since the start less `not_compute` (waits inside the step), plus the sleep that
-  // --emulate-speed adds at `global_step` (a CPU rank's emulation scales its thread's CPU time).
+  // Stops it: seconds since the start less `not_compute` (waits inside the step) and less the time in --bn
+  // sync's exchange, plus the sleep that --emulate-speed adds at `global_step` (a CPU rank's emulation
+  // scales its thread's CPU time).
   double stop(const Setup& s, int rank, int64_t global_step, bool first_step, double not_compute = 0);
   bool setup() const { return setup_; }  // valid after stop()
 

@@ -22,6 +22,20 @@ std::vector<int64_t> scale_split(const std::vector<int64_t>& split, int64_t full
   return out;
 }
 
+std::vector<int64_t> scale_split_in_groups(const std::vector<int64_t>& split, int64_t full_batch, int64_t batch,
+                                           int64_t group) {
+  if (batch == full_batch) return split;
+  std::vector<int64_t> units(split.size());
+  for (size_t r = 0; r < split.size(); ++r) units[r] = split[r] / group;
+  const int64_t groups = (batch + group - 1) / group;
+  std::vector<int64_t> out = scale_split(units, full_batch / group, groups);
+  for (int64_t& b : out) b *= group;
+  int64_t excess = groups * group - batch;  // < group: the last group's missing samples
+  for (size_t r = out.size(); r-- > 0 && excess > 0;)
+    if (out[r] > 0) out[r] -= excess, excess = 0;
+  return out;
+}
+
 int64_t share_offset(const std::vector<int64_t>& split, int rank) {
   int64_t offset = 0;
   for (int r = 0; r < rank; ++r) offset += split[size_t(r)];

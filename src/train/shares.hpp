@@ -12,6 +12,13 @@ namespace hetrain::train {
 // lower rank.
 std::vector<int64_t> scale_split(const std::vector<int64_t>& split, int64_t full_batch, int64_t batch);
 
+// Sync with ghost batch norm (--bn ghost:G): `split` (every share a multiple of G, Σ = full_batch, itself
+// a multiple of G) scaled to a step of `batch` samples in whole groups, so every rank's slice still starts
+// at a group boundary of the step; the step's last group, when `batch` is no multiple of G, is the short
+// one, at the end of the last rank that has samples.
+std::vector<int64_t> scale_split_in_groups(const std::vector<int64_t>& split, int64_t full_batch, int64_t batch,
+                                           int64_t group);
+
 // Sync: where rank `rank`'s slice of a step begins, Σ split[q] for q < rank.
 int64_t share_offset(const std::vector<int64_t>& split, int rank);
 

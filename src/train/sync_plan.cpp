@@ -30,8 +30,13 @@ SyncPlanner::SyncPlanner(const TrainConfig& cfg, Setup& s, const dist::World& wo
 
 // The split of a step of `batch` samples: the balancer's (or the fixed) split, scaled down by largest
 // remainder for a short step. The balancer's splits give a rank of a model with batch norm no samples or
-// at least two (dist::respect_min_share); a fixed --split is the user's.
+// at least two (dist::respect_min_share); a fixed --split is the user's. Ghost batch norm's shares stay
+// whole groups.
 std::vector<int64_t> SyncPlanner::split_for(int64_t batch) const {
+  if (s_.batch_norm->kind == nn::BatchNormMode::Kind::Ghost) {
+    const std::vector<int64_t>& full = s_.fixed_split.empty() ? s_.balancer->split() : s_.fixed_split;
+    return scale_split_in_groups(full, cfg_.global_batch, batch, s_.batch_norm->ghost_group);
+  }
   if (!s_.fixed_split.empty()) return scale_split(s_.fixed_split, cfg_.global_batch, batch);
   return dist::respect_min_share(scale_split(s_.balancer->split(), cfg_.global_batch, batch), min_share_);
 }

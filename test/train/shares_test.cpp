@@ -67,3 +67,25 @@ TEST(PartsByEpoch, CutsPositionsAtEpochBoundaries) {
   EXPECT_EQ(inside[0].position, 40);
   EXPECT_EQ(inside[0].count, 20);
 }
+
+// Ghost batch norm: a short step keeps every rank's slice at a group boundary of the step; only the step's
+// last group is short, at the end of the last rank with samples.
+TEST(Shares, ScaledInWholeGroups) {
+  const std::vector<int64_t> split = {8, 0, 16, 8};  // groups of 4, B = 32
+  EXPECT_EQ(scale_split_in_groups(split, 32, 32, 4), split);
+  for (int64_t batch = 1; batch < 32; ++batch) {
+    const std::vector<int64_t> got = scale_split_in_groups(split, 32, batch, 4);
+    EXPECT_EQ(std::accumulate(got.begin(), got.end(), int64_t(0)), batch) << batch;
+    EXPECT_EQ(got[1], 0) << batch;
+    int64_t offset = 0;
+    size_t last = 0;
+    for (size_t r = 0; r < got.size(); ++r) {
+      if (got[r] > 0) EXPECT_EQ(offset % 4, 0) << "rank " << r << " starts inside a group at batch " << batch;
+      if (got[r] > 0) last = r;
+      offset += got[r];
+    }
+    for (size_t r = 0; r < last; ++r) EXPECT_EQ(got[r] % 4, 0) << "rank " << r << " at batch " << batch;
+  }
+  // 5 groups: 1.25, 2.5 and 1.25 of them by largest remainder are 1, 3, 1; the last group has 2 samples.
+  EXPECT_EQ(scale_split_in_groups(split, 32, 18, 4), (std::vector<int64_t>{4, 0, 12, 2}));
+}

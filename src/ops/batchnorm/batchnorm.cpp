@@ -8,6 +8,9 @@ namespace hetrain::ops {
 Dispatch<BnTrainFn> batchnorm_forward_train_impl("batchnorm_forward_train");
 Dispatch<BnEvalFn> batchnorm_forward_eval_impl("batchnorm_forward_eval");
 Dispatch<BnBackwardFn> batchnorm_backward_impl("batchnorm_backward");
+Dispatch<BnStatSumsFn> batchnorm_stat_sums_impl("batchnorm_stat_sums");
+Dispatch<BnGradSumsFn> batchnorm_grad_sums_impl("batchnorm_grad_sums");
+Dispatch<BnBackwardGivenFn> batchnorm_backward_given_impl("batchnorm_backward_given");
 
 namespace {
 void backward_cpu(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x, const float* gamma,
@@ -31,6 +34,9 @@ void check_channels(const char* op, std::initializer_list<const Tensor*> per_cha
 HT_OP_IMPLEMENTATION(batchnorm_forward_train_impl, Device::CPU, cpu::batchnorm_forward_train<float>);
 HT_OP_IMPLEMENTATION(batchnorm_forward_eval_impl, Device::CPU, cpu::batchnorm_forward_eval<float>);
 HT_OP_IMPLEMENTATION(batchnorm_backward_impl, Device::CPU, backward_cpu);
+HT_OP_IMPLEMENTATION(batchnorm_stat_sums_impl, Device::CPU, cpu::batchnorm_stat_sums<float>);
+HT_OP_IMPLEMENTATION(batchnorm_grad_sums_impl, Device::CPU, cpu::batchnorm_grad_sums<float>);
+HT_OP_IMPLEMENTATION(batchnorm_backward_given_impl, Device::CPU, cpu::batchnorm_backward_given<float>);
 
 void batchnorm_forward_train(const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd,
                              const Tensor& running_mean, const Tensor& running_var, const Tensor& x,
@@ -67,6 +73,36 @@ void batchnorm_backward(const Tensor& dx, const Tensor& dgamma, const Tensor& db
   const Device dev = common_device(op, {&dx, &dgamma, &dbeta, &dy, &x, &gamma, &save_mean, &save_invstd});
   batchnorm_backward_impl.on(dev)(dx.data(), dgamma.data(), dbeta.data(), dy.data(), x.data(), gamma.data(),
                                   save_mean.data(), save_invstd.data(), d.N, d.C, d.HW, eps);
+}
+
+void batchnorm_stat_sums(double* sums, const Tensor& x, const Tensor& shift) {
+  const char* op = "batchnorm_stat_sums";
+  const Dims d = dims_of(op, x);
+  check_channels(op, {&shift}, d.C);
+  const Device dev = common_device(op, {&x, &shift});
+  batchnorm_stat_sums_impl.on(dev)(sums, x.data(), shift.data(), d.N, d.C, d.HW);
+}
+
+void batchnorm_grad_sums(double* sums, const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& invstd) {
+  const char* op = "batchnorm_grad_sums";
+  const Dims d = dims_of(op, x);
+  check_shape(op, "output gradient", dy, x.shape());
+  check_channels(op, {&mean, &invstd}, d.C);
+  const Device dev = common_device(op, {&dy, &x, &mean, &invstd});
+  batchnorm_grad_sums_impl.on(dev)(sums, dy.data(), x.data(), mean.data(), invstd.data(), d.N, d.C, d.HW);
+}
+
+void batchnorm_backward_given(const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                              const Tensor& mean, const Tensor& invstd, const Tensor& mean_dy,
+                              const Tensor& mean_dy_xhat) {
+  const char* op = "batchnorm_backward_given";
+  const Dims d = dims_of(op, x);
+  check_shape(op, "output gradient", dy, x.shape());
+  check_shape(op, "input gradient", dx, x.shape());
+  check_channels(op, {&gamma, &mean, &invstd, &mean_dy, &mean_dy_xhat}, d.C);
+  const Device dev = common_device(op, {&dx, &dy, &x, &gamma, &mean, &invstd, &mean_dy, &mean_dy_xhat});
+  batchnorm_backward_given_impl.on(dev)(dx.data(), dy.data(), x.data(), gamma.data(), mean.data(), invstd.data(),
+                                        mean_dy.data(), mean_dy_xhat.data(), d.N, d.C, d.HW);
 }
 
 }  // namespace hetrain::ops

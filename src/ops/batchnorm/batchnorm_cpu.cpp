@@ -145,13 +145,68 @@ void batchnorm_backward(T* din, T* dgamma, T* dbeta, const T* dout, const T* in,
   }
 }
 
+template <typename T>
+void batchnorm_stat_sums(double* sums, const T* in, const T* shift, int N, int C, int HW) {
+  check_sizes(N, C, HW, "batchnorm_stat_sums");
+  const int64_t cstride = int64_t(C) * HW;
+#pragma omp parallel for schedule(static) if (int64_t(N) * cstride > (1 << 15))
+  for (int c = 0; c < C; ++c) {
+    const double k = shift[c];
+    double sum = 0, ss = 0;
+    for (int n = 0; n < N; ++n) {
+      const T* plane = in + n * cstride + int64_t(c) * HW;
+      sum += plane_sum(plane, HW) - k * HW;
+      ss += plane_squared_deviation(plane, HW, k);
+    }
+    sums[c] = sum;
+    sums[C + c] = ss;
+  }
+}
+
+template <typename T>
+void batchnorm_grad_sums(double* sums, const T* dout, const T* in, const T* mean, const T* invstd, int N, int C,
+                         int HW) {
+  check_sizes(N, C, HW, "batchnorm_grad_sums");
+  const int64_t cstride = int64_t(C) * HW;
+#pragma omp parallel for schedule(static) if (int64_t(N) * cstride > (1 << 15))
+  for (int c = 0; c < C; ++c) {
+    double sdy = 0, sdyx = 0;
+    for (int n = 0; n < N; ++n) {
+      const int64_t at = n * cstride + int64_t(c) * HW;
+      plane_backward_sums(in + at, dout + at, HW, double(mean[c]), &sdy, &sdyx);
+    }
+    sums[c] = sdy;
+    sums[C + c] = sdyx * double(invstd[c]);
+  }
+}
+
+template <typename T>
+void batchnorm_backward_given(T* din, const T* dout, const T* in, const T* gamma, const T* mean, const T* invstd,
+                              const T* mean_dy, const T* mean_dy_xhat, int N, int C, int HW) {
+  check_sizes(N, C, HW, "batchnorm_backward_given");
+  const int64_t cstride = int64_t(C) * HW;
+#pragma omp parallel for collapse(2) schedule(static) if (int64_t(N) * cstride > (1 << 15))
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c) {
+      // dx = k·(dy − mean_dy − x̂·mean_dy_xhat) = dy·k + (x − mean)·u + v, as batchnorm_backward writes it
+      const double k = double(gamma ? gamma[c] : T(1)) * double(invstd[c]);
+      const T kk = T(k), uu = T(-k * double(invstd[c]) * double(mean_dy_xhat[c])), vv = T(-k * double(mean_dy[c]));
+      const int64_t at = n * cstride + int64_t(c) * HW;
+      plane_backward_dx(din + at, dout + at, in + at, HW, kk, uu, vv, mean[c]);
+    }
+}
+
 #define HT_INSTANTIATE(T)                                                                                     \
   template void batchnorm_forward_train<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, int, int, int, T, \
                                            T);                                                               \
   template void batchnorm_forward_eval<T>(T*, const T*, const T*, const T*, const T*, const T*, int, int, int, \
                                           T);                                                                \
   template void batchnorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int, int, \
-                                      int);
+                                      int);                                                                   \
+  template void batchnorm_stat_sums<T>(double*, const T*, const T*, int, int, int);                          \
+  template void batchnorm_grad_sums<T>(double*, const T*, const T*, const T*, const T*, int, int, int);      \
+  template void batchnorm_backward_given<T>(T*, const T*, const T*, const T*, const T*, const T*, const T*,  \
+                                            const T*, int, int, int);
 HT_INSTANTIATE(float)
 HT_INSTANTIATE(double)
 #undef HT_INSTANTIATE

@@ -1,0 +1,54 @@
+// --bn: where batch norm takes its statistics in training (nn::BatchNormMode; docs/architecture.md,
+// "Batch norm"). The mode's choice, its checks against the job, and the exchange of --bn sync.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hetrain/nn.hpp"
+#include "hetrain/train.hpp"
+
+namespace hetrain::train {
+
+struct Setup;
+
+// --bn sync's exchange: the batch-norm layers' per-channel sums added up over the ranks that share a global
+// batch (all ranks in sync mode, a hybrid group's members), on a communicator of its own, so its blocking
+// sums never meet the gradient reduction's requests. It keeps the time spent in it: waiting there for a
+// slower rank is no compute, and the balancer measures compute.
+class BatchStatsExchange {
+ public:
+  explicit BatchStatsExchange(MPI_Comm comm);  // collective over comm (duplicates it)
+  ~BatchStatsExchange();
+  BatchStatsExchange(const BatchStatsExchange&) = delete;
+  BatchStatsExchange& operator=(const BatchStatsExchange&) = delete;
+  void sum(double* values, int n);  // collective over the ranks that share the batch
+  struct Spent {
+    double wall = 0;  // seconds in sum()
+    double cpu = 0;   // this thread's CPU seconds in sum() (MPI polls while it waits)
+  };
+  Spent take_spent();  // since the last call; the counters restart at zero
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  Spent spent_;
+};
+
+// Parses --bn and checks it against this rank's device (one line naming --bn on error): sync needs an
+// implementation on the rank's device (the CPU's; no GPU one is built yet). Rank-local.
+std::unique_ptr<nn::BatchNormMode> choose_batch_norm(const TrainConfig& cfg, const Setup& s);
+// ghost:G: every share of a fixed --split must be a multiple of G (`option`: --bn's text, for the message).
+void check_ghost_split(const nn::BatchNormMode& mode, const std::vector<int64_t>& split, const std::string& option);
+
+// Collective over `comm` (the ranks that share a global batch) when --bn sync: builds s.bn_exchange over
+// it and connects the mode's sums to it; a comm of one rank sums nothing. Then hands the mode to the model.
+void connect_batch_norm(Setup& s, MPI_Comm comm);
+
+// Before each training step, on every rank that shares the batch: whether this rank has samples, and its
+// factor in the gradient reduction (sync's backward needs both).
+void set_batch_norm_step(Setup& s, int64_t samples, double gradient_weight);
+
+}  // namespace hetrain::train
