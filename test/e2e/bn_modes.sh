@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# --bn (docs/architecture.md, "Batch norm"): with sync or ghost statistics, invariant 1 holds for a network
+# with batch norm — resnet20 trained with the split (5, 0, 17, 10) on 4 ranks (ghost: (4, 0, 16, 12)) equals 1
+# rank at the same global batch, where local statistics do not; the balancer gives ghost runs whole groups;
+# a detector and the async and hybrid modes train with sync statistics; a rank that fails inside a step
+# whose layers wait for its sums ends the job; bad values are refused in one line.
+source "$(dirname "$0")/lib.sh"
+[ -x "$PACK" ] || skip "$PACK not built"
+ARGS=(--model resnet20 --synthetic 256 --synthetic-shape 3,16,16 --global-batch 32 --max-steps 4 --lr 0.02
+      --momentum 0.9 --weight-decay 5e-4 --quiet)
+# The tolerance: a value within fp32 reassociation of zero can cross a ReLU's kink on one side and not the
+# other, which moves a few weights by up to ~4e-5 of the largest one after some steps; local statistics
+# under the same split differ by ~2e-2.
+TOL=1e-3
+
+# 1. Sync: any split trains what one process trains.
+run_mpi 1 "${ARGS[@]}" --bn sync --dump-params "$TMP/sync-one.bin" || fail "1-rank --bn sync run failed"
+run_mpi 4 "${ARGS[@]}" --bn sync --split 5,0,17,10 --dump-params "$TMP/sync-four.bin" \
+  || fail "4-rank --bn sync run failed"
+float_compare "$TMP/sync-one.bin" "$TMP/sync-four.bin" $TOL || fail "--bn sync: split 5,0,17,10 differs from 1 rank"
+run_mpi 4 "${ARGS[@]}" --bn local --split 5,0,17,10 --dump-params "$TMP/local-four.bin" || fail "4-rank --bn local run failed"
+float_compare "$TMP/sync-one.bin" "$TMP/local-four.bin" $TOL \
+  && fail "--bn local under a split matched 1 rank: the comparison cannot tell the modes apart"
+
+# 2. Ghost groups of 4: the same on 1 rank and on 4 ranks with whole groups each, and not sync's statistics.
+run_mpi 1 "${ARGS[@]}" --bn ghost:4 --dump-params "$TMP/ghost-one.bin" || fail "1-rank --bn ghost:4 run failed"
+run_mpi 4 "${ARGS[@]}" --bn ghost:4 --split 4,0,16,12 --dump-params "$TMP/ghost-four.bin" \
+  || fail "4-rank --bn ghost:4 run failed"
+float_compare "$TMP/ghost-one.bin" "$TMP/ghost-four.bin" $TOL || fail "--bn ghost:4: split 4,0,16,12 differs from 1 rank"
+float_compare "$TMP/ghost-one.bin" "$TMP/sync-one.bin" $TOL && fail "--bn ghost:4 trained what --bn sync trains"
+
+# 3. The balancer hands ghost runs whole groups, also for the short last batch of an epoch.
+run_mpi 2 --model resnet20 --synthetic 300 --synthetic-shape 3,16,16 --global-batch 32 --epochs 2 --last-batch partial \
+  --emulate-speed 1,0.25 --rebalance-every 4 --bn ghost:4 --dump-samples "$TMP/samples.tsv" >"$TMP/ghost-dyn.out" 2>&1 \
+  || { cat "$TMP/ghost-dyn.out"; fail "dynamic balancing with --bn ghost:4 failed"; }
+splits=$(grep -oE 'split \[[0-9, ]+\]' "$TMP/ghost-dyn.out" | grep -oE '[0-9]+' | sort -u)
+[ -n "$splits" ] || fail "no split printed"
+for b in $splits; do [ $((b % 4)) -eq 0 ] || fail "the balancer gave a share of $b with --bn ghost:4"; done
+grep -q "moved" "$TMP/ghost-dyn.out" || fail "the balancer never moved from the uniform split (nothing was tested)"
+
+# 4. A detector, the asynchronous and the hybrid modes with sync statistics (the hybrid group's batch).
+$PACK detect-synthetic --size 64 --max-items 2 --seed 5 --no-progress --count 48 --split train -o "$TMP/det.h5" \
+  >/dev/null || fail "packing detection data"
+run_mpi 2 --model models/yolov5n.yaml --data "$TMP/det.h5" --global-batch 8 --max-steps 3 --device cpu --bn sync \
+  --split 0,8 >"$TMP/det.out" 2>&1 || { cat "$TMP/det.out"; fail "yolov5n with --bn sync (split 0,8) failed"; }
+for mode in async hybrid; do
+  groups=(); [ $mode = hybrid ] && groups=(--groups 0,0,1,1)
+  run_mpi 4 --model resnet20 --synthetic 256 --synthetic-shape 3,16,16 --global-batch 32 --epochs 1 --mode $mode \
+    "${groups[@]}" --bn sync --emulate-speed 1,0.5,1,0.5 >"$TMP/$mode.out" 2>&1 \
+    || { cat "$TMP/$mode.out"; fail "--mode $mode --bn sync failed"; }
+  grep -q "^done:" "$TMP/$mode.out" || fail "--mode $mode --bn sync did not finish"
+done
+
+# 5. A rank that fails while the others wait inside a layer for its sums ends the job with one line.
+timeout 120 mpirun -n 3 "$HETRAIN" train "${ARGS[@]}" --bn sync --debug-fail-at 1:3 \
+  --stall-timeout 10 >"$TMP/fail.out" 2>"$TMP/fail.err"
+rc=$?
+[ $rc -ne 124 ] || fail "the job hung after rank 1 failed with --bn sync"
+[ $rc -ne 0 ] || fail "exit code 0 after a rank failed"
+grep -q "hetrain: error: rank 1 .*failure injected by --debug-fail-at at step 3" "$TMP/fail.err" \
+  || { cat "$TMP/fail.err"; fail "the failing rank is not named"; }
+
+# 6. Refused in one line, before training.
+expect_refusal() {  # expect_refusal PATTERN RANKS ARGS...
+  local pattern=$1 n=$2; shift 2
+  run_mpi "$n" "${ARGS[@]}" "$@" >"$TMP/bad.out" 2>&1 && fail "accepted: $*"
+  grep -q "hetrain: error: .*$pattern" "$TMP/bad.out" || { cat "$TMP/bad.out"; fail "no clear error for: $*"; }
+}
+expect_refusal "--bn: expected local, sync or ghost:G" 1 --bn batch
+expect_refusal "--bn ghost:1: the ghost group must be a whole number of samples >= 2" 1 --bn ghost:1
+expect_refusal "--global-batch 32 is not a multiple of the ghost batch norm group 5" 2 --bn ghost:5
+expect_refusal "--split gives rank 0 5 samples, not a multiple of the ghost batch-norm group 4" 4 --bn ghost:4 \
+  --split 5,0,17,10
+pass "sync and ghost statistics are split-independent (local ones are not); ghost shares are whole groups; detector, async, hybrid run; failures end the job; bad values refused"
