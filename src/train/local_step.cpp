@@ -11,7 +11,7 @@ LocalOutcome LocalStep::run(const data::Batch& batch, const DeviceInput::Uploade
   LocalOutcome out;
   s_.model->params().grads().zero();
   if (b == 0) {  // a rank with no share this step still takes part in the exchange
-    if (s_.batch_norm->no_samples && s_.bn_exchange) join_batch_norm_sums();
+    if (s_.bn_exchange) join_batch_norm_sums();
     return out;
   }
   const bool on_gpu = s_.device_kind == Device::CUDA;
