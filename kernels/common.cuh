@@ -45,6 +45,22 @@ __device__ inline float block_max(float v, float* scratch) {
   return v;
 }
 
+// The same sum in double (statistics that a float sum over many values would round away).
+__device__ inline double warp_sum_f64(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+__device__ inline double block_sum_f64(double v, double* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  v = warp_sum_f64(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? scratch[lane] : 0.0;
+  v = warp_sum_f64(v);
+  __syncthreads();
+  return v;
+}
+
 // Threads for a one-block-per-row kernel over K columns: K rounded up to whole warps, at most 256.
 inline int row_block_size(int K) {
   int t = ((K + 31) / 32) * 32;

@@ -171,7 +171,7 @@ po::options_description model_options(TrainConfig& c, RawTrainOptions& raw) {
       ("bn", po::value(&c.batch_norm)->default_value("local"),
        "batch-norm statistics in training: local = over each rank's share (DDP's; they change with the split) | "
        "sync = over the whole global batch, summed across the ranks in every BN layer (any split trains what one "
-       "process at the same batch trains; CPU ranks only) | ghost:G = over groups of G consecutive samples of "
+       "process at the same batch trains) | ghost:G = over groups of G consecutive samples of "
        "the global batch, every share a multiple of G (no extra communication). async: over each rank's batch; "
        "hybrid: over the group's (docs/architecture.md)")
       ("seed", po::value(&c.seed)->default_value(1), "seed of initialisation, sample order and augmentation")

@@ -34,7 +34,7 @@ std::unique_ptr<nn::BatchNormMode> choose_batch_norm(const TrainConfig& cfg, con
   if (mode->kind == nn::BatchNormMode::Kind::Sync)
     HT_CHECK(s.device_kind != Device::CUDA || ops::batchnorm_stat_sums_impl.has(Device::CUDA),
              "--bn sync: this rank computes on ", s.device,
-             ", and synchronised batch norm has no GPU implementation yet: use --bn ghost:G or --bn local");
+             ", and this build has no implementation of synchronised batch norm there: use --bn ghost:G or --bn local");
   return mode;
 }
 

@@ -37,8 +37,9 @@ class BatchStatsExchange {
   Spent spent_;
 };
 
-// Parses --bn and checks it against this rank's device (one line naming --bn on error): sync needs an
-// implementation on the rank's device (the CPU's; no GPU one is built yet). Rank-local.
+// Parses --bn and checks it against this rank's device (one line naming --bn on error): sync needs its
+// ops on the rank's device (a build without CUDA has no GPU ranks; the check names the gap should one
+// appear). Rank-local.
 std::unique_ptr<nn::BatchNormMode> choose_batch_norm(const TrainConfig& cfg, const Setup& s);
 // ghost:G: every share of a fixed --split must be a multiple of G (`option`: --bn's text, for the message).
 void check_ghost_split(const nn::BatchNormMode& mode, const std::vector<int64_t>& split, const std::string& option);

@@ -3,7 +3,10 @@
 // dgamma, dbeta (sums over N·HW terms in another order) 1e-3 + 1e-4.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "gpu_test_util.hpp"
+#include "ops/batchnorm/batchnorm.hpp"
 
 using namespace hetrain;
 using gpu_test::expect_close;
@@ -141,4 +144,42 @@ TEST(CudaBatchNorm, EmptyBatchAndBadSizes) {
   EXPECT_THROW(cuda::batchnorm_backward(buf.data(), nullptr, nullptr, buf.data(), buf.data(), nullptr, buf.data(),
                                         buf.data(), 1, 2, 4, 0.0f, nullptr),
                Error);  // the forward's eps must be positive, so must backward's
+}
+
+// Synchronised batch norm's parts (kernels/batchnorm.cu, --bn sync) against their CPU twins: the per-channel
+// sums in double (another summation order: 1e-9 relative), dx 1e-5 + 1e-4·|ref|.
+TEST(CudaBatchNorm, SyncPartsMatchTheCpuTwins) {
+  HT_REQUIRE_GPU();
+  struct Shape3 {
+    int N, C, HW;
+  };
+  uint32_t seed = 40;
+  for (const Shape3 k : {Shape3{5, 3, 49}, Shape3{1, 7, 1000}, Shape3{64, 16, 3}}) {
+    SCOPED_TRACE("N" + std::to_string(k.N) + " C" + std::to_string(k.C) + " HW" + std::to_string(k.HW));
+    auto host = [&](int64_t n, float lo, float hi) {
+      Tensor t({n});
+      const std::vector<float> v = gpu_test::random_floats(size_t(n), seed++, lo, hi);
+      std::copy(v.begin(), v.end(), t.data());
+      return t;
+    };
+    const int64_t n = int64_t(k.N) * k.C * k.HW;
+    const Tensor x = host(n, 19.0f, 23.0f).reshape({k.N, k.C, 1, k.HW}), dy = host(n, -1, 1).reshape(x.shape());
+    const Tensor shift = host(k.C, 20, 22), mean = host(k.C, 20, 22), invstd = host(k.C, 0.5f, 2);
+    const Tensor gamma = host(k.C, 0.5f, 1.5f), mean_dy = host(k.C, -0.1f, 0.1f), mean_dy_xhat = host(k.C, -0.1f, 0.1f);
+    auto gpu = [](const Tensor& t) { return t.to(Device::CUDA); };
+    std::vector<double> ref(size_t(2) * k.C), got(size_t(2) * k.C);
+    ops::batchnorm_stat_sums(ref.data(), x, shift);
+    ops::batchnorm_stat_sums(got.data(), gpu(x), gpu(shift));
+    expect_close("stat sums", got, ref, 1e-7, 1e-9);
+    ops::batchnorm_grad_sums(ref.data(), dy, x, mean, invstd);
+    ops::batchnorm_grad_sums(got.data(), gpu(dy), gpu(x), gpu(mean), gpu(invstd));
+    expect_close("grad sums", got, ref, 1e-7, 1e-9);
+    Tensor dx_ref(x.shape()), dx(x.shape(), Device::CUDA);
+    ops::batchnorm_backward_given(dx_ref, dy, x, gamma, mean, invstd, mean_dy, mean_dy_xhat);
+    ops::batchnorm_backward_given(dx, gpu(dy), gpu(x), gpu(gamma), gpu(mean), gpu(invstd), gpu(mean_dy),
+                                  gpu(mean_dy_xhat));
+    const Tensor dx_host = dx.to(Device::CPU);
+    expect_close("dx", std::vector<float>(dx_host.data(), dx_host.data() + n),
+                 std::vector<float>(dx_ref.data(), dx_ref.data() + n), 1e-5, 1e-4);
+  }
 }

@@ -44,7 +44,6 @@ using BnBackwardGivenFn = void(float* dx, const float* dy, const float* x, const
 extern Dispatch<BnTrainFn> batchnorm_forward_train_impl;
 extern Dispatch<BnEvalFn> batchnorm_forward_eval_impl;
 extern Dispatch<BnBackwardFn> batchnorm_backward_impl;
-// CPU only so far: a GPU rank cannot use --bn sync yet (the trainer refuses it at start-up).
 extern Dispatch<BnStatSumsFn> batchnorm_stat_sums_impl;
 extern Dispatch<BnGradSumsFn> batchnorm_grad_sums_impl;
 extern Dispatch<BnBackwardGivenFn> batchnorm_backward_given_impl;
