@@ -378,12 +378,14 @@ std::vector<double> objectness_sums(const Batch& B, const std::vector<double>& t
   return sums;
 }
 
-// Adds the box and class gradients of every match to dpred (a row matched twice gets both).
-void add_match_gradients(const Batch& B, const std::vector<double>& alpha, float* dpred, float grad_scale) {
+// Adds the box and class gradients of every match to dpred (a row matched twice gets both). norm[l]: what
+// level l's means divide by.
+void add_match_gradients(const Batch& B, const std::vector<double>& alpha, const std::vector<double>& norm,
+                         float* dpred, float grad_scale) {
   const int nc = B.spec.num_classes, no = B.spec.outputs();
   size_t k = 0;
   for (size_t l = 0; l < B.matches.size(); ++l) {
-    const double n = double(B.matches[l].size());
+    const double n = norm[l];
     const double box_scale = -double(grad_scale) * B.cfg.box_gain / n;  // d total / d ciou of one match
     const double cls_scale = double(grad_scale) * B.cfg.cls_gain / (n * nc);
     for (const TargetMatch& m : B.matches[l]) {
@@ -418,23 +420,38 @@ YoloLoss::YoloLoss(DetectHeadSpec spec, YoloLossConfig cfg) : spec_(std::move(sp
 }
 
 YoloLoss::Result YoloLoss::compute(const float* pred, int64_t N, const data::BoxList& targets, float* dpred,
-                                   float grad_scale, Detached* detached) const {
+                                   float grad_scale, Detached* detached, const std::vector<double>& match_norm) const {
   Detached local;
-  return evaluate(pred, N, targets, dpred, grad_scale, detached ? *detached : local, false);
+  return evaluate(pred, N, targets, dpred, grad_scale, detached ? *detached : local, false, match_norm);
 }
 
 YoloLoss::Result YoloLoss::compute_fixed(const float* pred, int64_t N, const data::BoxList& targets,
-                                         const Detached& fixed) const {
+                                         const Detached& fixed, const std::vector<double>& match_norm) const {
   Detached copy = fixed;
-  return evaluate(pred, N, targets, nullptr, 0.0f, copy, true);
+  return evaluate(pred, N, targets, nullptr, 0.0f, copy, true, match_norm);
+}
+
+std::vector<int64_t> YoloLoss::level_matches(const data::BoxList& targets, int64_t N) const {
+  std::vector<int64_t> counts;
+  for (const auto& m : build_targets(spec_, cfg_.anchor_t, targets, N)) counts.push_back(int64_t(m.size()));
+  return counts;
 }
 
 YoloLoss::Result YoloLoss::evaluate(const float* pred, int64_t N, const data::BoxList& targets, float* dpred,
-                                    float grad_scale, Detached& det, bool fixed) const {
+                                    float grad_scale, Detached& det, bool fixed,
+                                    const std::vector<double>& match_norm) const {
   const auto matches = build_targets(spec_, cfg_.anchor_t, targets, N);  // checks N and targets
   Result res;
   if (N == 0) return res;
   HT_CHECK(pred != nullptr, "YOLO loss: pred is null for ", N, " images");
+  HT_CHECK(match_norm.empty() || match_norm.size() == matches.size(), "YOLO loss: ", match_norm.size(),
+           " match counts for a head of ", matches.size(), " levels");
+  std::vector<double> norm(matches.size());
+  for (size_t l = 0; l < matches.size(); ++l) {
+    norm[l] = match_norm.empty() ? double(matches[l].size()) : match_norm[l];
+    HT_CHECK(matches[l].empty() || norm[l] > 0, "YOLO loss: level ", l, " has ", matches[l].size(),
+             " matches but its means divide by ", norm[l]);
+  }
   for (const auto& m : matches) res.matched += int64_t(m.size());
   const int64_t rows = N * spec_.rows_per_image();
   if (fixed) {
@@ -450,8 +467,8 @@ YoloLoss::Result YoloLoss::evaluate(const float* pred, int64_t N, const data::Bo
   // ComputeLoss: per level, box and class terms are means over its matches, objectness a mean over all
   // its rows weighted by balance; the levels add up.
   for (int l = 0; l < spec_.levels(); ++l) {
-    const double n = double(matches[size_t(l)].size());
-    if (n > 0) {
+    const double n = norm[size_t(l)];
+    if (!matches[size_t(l)].empty()) {
       res.box += sums[size_t(l)].box / n;
       res.cls += sums[size_t(l)].cls / (n * spec_.num_classes);
     }
@@ -462,7 +479,7 @@ YoloLoss::Result YoloLoss::evaluate(const float* pred, int64_t N, const data::Bo
   res.cls *= cfg_.cls_gain;
   res.total = res.box + res.obj + res.cls;
   res.total_batch = res.total * double(N);
-  if (dpred) add_match_gradients(batch, det.alpha, dpred, grad_scale);
+  if (dpred) add_match_gradients(batch, det.alpha, norm, dpred, grad_scale);
   return res;
 }
 

@@ -105,16 +105,23 @@ class YoloLoss {
   // overwritten with grad_scale · d(total)/d(pred); zero where no loss flows. N = 0 gives a zero Result
   // and writes nothing. Pass grad_scale = N (or the global batch B, when the reducer scales by b_r/B) for
   // YOLOv5's gradient, which is that of total_batch. Deterministic: the same bits for any thread count.
+  // `match_norm` (empty: this batch's own match counts, as YOLOv5) gives per level the count that the box
+  // and class means divide by; a rank holding b of a batch of B split over ranks passes n_l · b / B, with
+  // n_l the whole batch's matches, so that the ranks' results weighted b/B add up to the whole batch's
+  // (docs/detection.md, "Split-independent means").
   Result compute(const float* pred, int64_t N, const data::BoxList& targets, float* dpred, float grad_scale,
-                 Detached* detached = nullptr) const;
-  Result compute_fixed(const float* pred, int64_t N, const data::BoxList& targets, const Detached& fixed) const;
+                 Detached* detached = nullptr, const std::vector<double>& match_norm = {}) const;
+  Result compute_fixed(const float* pred, int64_t N, const data::BoxList& targets, const Detached& fixed,
+                       const std::vector<double>& match_norm = {}) const;
+  // Per level, the matches (target rows) of N samples' targets: what a split batch's ranks add up.
+  std::vector<int64_t> level_matches(const data::BoxList& targets, int64_t N) const;
 
   const DetectHeadSpec& spec() const { return spec_; }
   const YoloLossConfig& config() const { return cfg_; }
 
  private:
   Result evaluate(const float* pred, int64_t N, const data::BoxList& targets, float* dpred, float grad_scale,
-                  Detached& detached, bool fixed) const;
+                  Detached& detached, bool fixed, const std::vector<double>& match_norm) const;
   DetectHeadSpec spec_;
   YoloLossConfig cfg_;
 };

@@ -45,18 +45,18 @@ void check_ghost_split(const nn::BatchNormMode& mode, const std::vector<int64_t>
              " samples, not a multiple of the ghost batch-norm group ", mode.ghost_group, " (--bn ", option, ")");
 }
 
-void connect_batch_norm(Setup& s, MPI_Comm comm) {
+void connect_shared_batch(Setup& s, MPI_Comm comm) {
   nn::BatchNormMode& mode = *s.batch_norm;
-  if (mode.kind == nn::BatchNormMode::Kind::Sync) {
-    int size = 1;
-    HT_MPI_CHECK(MPI_Comm_size(comm, &size));
-    if (size > 1) {
-      s.bn_exchange = std::make_unique<BatchStatsExchange>(comm);
-      BatchStatsExchange* exchange = s.bn_exchange.get();
+  const bool sync = mode.kind == nn::BatchNormMode::Kind::Sync;
+  int size = 1;
+  HT_MPI_CHECK(MPI_Comm_size(comm, &size));
+  if (size > 1 && (sync || s.detection)) s.batch_exchange = std::make_unique<BatchStatsExchange>(comm);
+  if (sync) {
+    BatchStatsExchange* exchange = s.batch_exchange.get();
+    if (exchange)
       mode.sum_over_ranks = [exchange](double* values, int n) { exchange->sum(values, n); };
-    } else {
+    else
       mode.sum_over_ranks = [](double*, int) {};  // one rank: its own sums are the batch's
-    }
   }
   s.model->set_batch_norm(s.batch_norm.get());
 }

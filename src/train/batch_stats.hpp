@@ -1,5 +1,6 @@
 // --bn: where batch norm takes its statistics in training (nn::BatchNormMode; docs/architecture.md,
-// "Batch norm"). The mode's choice, its checks against the job, and the exchange of --bn sync.
+// "Batch norm"). The mode's choice, its checks against the job, and the exchange of the sums that couple
+// the ranks sharing a batch: --bn sync's statistics and a detector's match counts (docs/detection.md).
 #pragma once
 
 #include <mpi.h>
@@ -15,9 +16,9 @@ namespace hetrain::train {
 
 struct Setup;
 
-// --bn sync's exchange: the batch-norm layers' per-channel sums added up over the ranks that share a global
-// batch (all ranks in sync mode, a hybrid group's members), on a communicator of its own, so its blocking
-// sums never meet the gradient reduction's requests. It keeps the time spent in it: waiting there for a
+// Sums over the ranks that share a global batch (all ranks in sync mode, a hybrid group's members): --bn
+// sync's per-channel sums in every batch-norm layer and a detector's match counts, on a communicator of its
+// own, so its blocking sums never meet the gradient reduction's requests. It keeps the time spent in it: waiting there for a
 // slower rank is no compute, and the balancer measures compute.
 class BatchStatsExchange {
  public:
@@ -44,9 +45,10 @@ std::unique_ptr<nn::BatchNormMode> choose_batch_norm(const TrainConfig& cfg, con
 // ghost:G: every share of a fixed --split must be a multiple of G (`option`: --bn's text, for the message).
 void check_ghost_split(const nn::BatchNormMode& mode, const std::vector<int64_t>& split, const std::string& option);
 
-// Collective over `comm` (the ranks that share a global batch) when --bn sync: builds s.bn_exchange over
-// it and connects the mode's sums to it; a comm of one rank sums nothing. Then hands the mode to the model.
-void connect_batch_norm(Setup& s, MPI_Comm comm);
+// Collective over `comm` (the ranks that share a global batch): with more than one rank and --bn sync or a
+// detector, builds s.batch_exchange over it; connects --bn sync's sums to it (one rank: its own sums are
+// the batch's). Then hands the mode to the model.
+void connect_shared_batch(Setup& s, MPI_Comm comm);
 
 // Before each training step, on every rank that shares the batch: whether this rank has samples, and its
 // factor in the gradient reduction (sync's backward needs both).

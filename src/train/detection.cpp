@@ -33,17 +33,34 @@ Tensor& keep(Tensor& t, const Shape& shape, Device device) {
 }
 }  // namespace
 
-Tensor DetectionLoss::loss_and_gradient(const Tensor& rows, const data::BoxList& boxes, double* loss_sum) {
+Tensor DetectionLoss::loss_and_gradient(const Tensor& rows, const data::BoxList& boxes, double* loss_sum,
+                                        const std::vector<double>& match_norm) {
   const int64_t b = rows.dim(0);
   const Tensor host_rows = rows.to(Device::CPU);
   keep(host_grad_, rows.shape(), Device::CPU);
   const detect::YoloLoss::Result r =
-      loss_.compute(host_rows.data(), b, boxes, host_grad_.data(), kDetectionNominalBatch);
+      loss_.compute(host_rows.data(), b, boxes, host_grad_.data(), kDetectionNominalBatch, nullptr, match_norm);
   *loss_sum += r.total * double(b);
   if (rows.device() == Device::CPU) return host_grad_;
   keep(device_grad_, rows.shape(), rows.device());
   device_grad_.copy_from(host_grad_);
   return device_grad_;
+}
+
+std::vector<double> DetectionLoss::shared_match_norm(const data::BoxList& boxes, int64_t b,
+                                                     BatchStatsExchange& exchange) const {
+  const size_t levels = size_t(loss_.spec().levels());
+  std::vector<double> sums(levels + 1, 0.0);  // the matches of every level, then the samples
+  if (b > 0) {
+    const std::vector<int64_t> own = loss_.level_matches(boxes, b);
+    for (size_t l = 0; l < levels; ++l) sums[l] = double(own[l]);
+    sums[levels] = double(b);
+  }
+  exchange.sum(sums.data(), int(sums.size()));
+  const double share = sums[levels] > 0 ? double(b) / sums[levels] : 0.0;
+  std::vector<double> norm(levels);
+  for (size_t l = 0; l < levels; ++l) norm[l] = sums[l] * share;
+  return norm;
 }
 
 double DetectionLoss::loss_sum(const Tensor& host_rows, const data::BoxList& boxes) const {

@@ -13,6 +13,7 @@
 #include "hetrain/detect.hpp"
 #include "hetrain/nn.hpp"
 #include "train/batch_source.hpp"
+#include "train/batch_stats.hpp"
 #include "train/device_step.hpp"
 
 namespace hetrain::train {
@@ -31,8 +32,15 @@ class DetectionLoss {
   // validation losses are unsmoothed, as the classifiers' are.
   explicit DetectionLoss(const nn::DetectHeadLayout& layout, float label_smoothing = 0.0f);
   // rows [b, A, 5 + nc] on any device, `boxes` the b samples' targets. Returns the gradient for the model's
-  // backward on rows' device (valid until the next call) and adds b × the loss to *loss_sum.
-  Tensor loss_and_gradient(const Tensor& rows, const data::BoxList& boxes, double* loss_sum);
+  // backward on rows' device (valid until the next call) and adds b × the loss to *loss_sum. `match_norm`:
+  // shared_match_norm's result when ranks share the batch (empty: the local matches).
+  Tensor loss_and_gradient(const Tensor& rows, const data::BoxList& boxes, double* loss_sum,
+                           const std::vector<double>& match_norm = {});
+  // Collective over the ranks that share a batch (`exchange`): per level, what this rank's box and class
+  // means divide by, n_l · b / B from the whole batch's matches n_l and samples B, so that the ranks'
+  // gradients, weighted b/B, are the whole batch's for any split (docs/detection.md, "Split-independent
+  // means"). A rank without samples (b = 0) adds zeros. Needs only the targets: it runs before the forward.
+  std::vector<double> shared_match_norm(const data::BoxList& boxes, int64_t b, BatchStatsExchange& exchange) const;
   // Σ over the images of rows already on the host of each image's own loss, without a gradient
   // (validation). Per image, because YOLOv5's loss averages over a batch's matches: a batch's loss would
   // change with how the images are grouped into chunks and ranks.

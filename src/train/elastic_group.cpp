@@ -34,7 +34,7 @@ ElasticGroup::ElasticGroup(const TrainConfig& cfg, Setup& s, const dist::World& 
   HT_MPI_CHECK(MPI_Allgather(&local_batch, 1, MPI_INT64_T, member_batches_.data(), 1, MPI_INT64_T, comm_));
   batch_ = std::accumulate(member_batches_.begin(), member_batches_.end(), int64_t(0));
   if (size_ > 1) reduction_ = dist::make_gradient_communicator(comm_, s.device_kind, false);
-  connect_batch_norm(s, comm_);  // --bn sync: over the group's batch (a rank alone: its own)
+  connect_shared_batch(s, comm_);  // --bn sync, a detector's matches: over the group's batch
   if (size_ > 1 && s.balance_config.mode != dist::BalanceMode::None) make_balancer(s);
   // Every rank learns every rank's group leader (a group is named after its leader's world rank).
   leader_ = rank_ == 0 ? world.rank() : -1;

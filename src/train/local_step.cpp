@@ -10,15 +10,19 @@ LocalOutcome LocalStep::run(const data::Batch& batch, const DeviceInput::Uploade
                             const nn::GradsFinal& grads_final, float loss_scale) {
   LocalOutcome out;
   s_.model->params().grads().zero();
-  if (b == 0) {  // a rank with no share this step still takes part in the exchange
-    if (s_.bn_exchange) join_batch_norm_sums();
+  const bool on_gpu = s_.device_kind == Device::CUDA;
+  const data::BoxList& boxes = on_gpu ? input.boxes : batch.boxes;
+  // A detector's box and class means divide by the whole batch's matches (train/detection.hpp); a rank
+  // without samples adds zeros.
+  std::vector<double> match_norm;
+  if (s_.detection && s_.batch_exchange) match_norm = s_.detection->shared_match_norm(boxes, b, *s_.batch_exchange);
+  if (b == 0) {  // a rank with no share this step still takes part in the batch-norm sums
+    if (s_.batch_exchange && s_.batch_norm->kind == nn::BatchNormMode::Kind::Sync) join_batch_norm_sums();
     return out;
   }
-  const bool on_gpu = s_.device_kind == Device::CUDA;
   if (s_.detection) {  // the loss runs on the host for every device (train/detection.hpp)
     Tensor rows = s_.model->forward(on_gpu ? input.images : batch.images, /*training=*/true);
-    const data::BoxList& boxes = on_gpu ? input.boxes : batch.boxes;
-    Tensor drows = s_.detection->loss_and_gradient(rows, boxes, &out.loss_sum);
+    Tensor drows = s_.detection->loss_and_gradient(rows, boxes, &out.loss_sum, match_norm);
     if (loss_scale != 1.0f) ops::scale(drows, loss_scale);
     s_.model->backward(drows, grads_final);
     if (on_gpu && while_device_computes) while_device_computes();

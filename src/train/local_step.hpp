@@ -21,13 +21,14 @@ class LocalStep {
  public:
   LocalStep(Setup& s, float label_smoothing) : s_(s), label_smoothing_(label_smoothing) {}
   // Leaves in the model's gradient buffer the gradient of the MEAN loss over the b local samples (zeroed
-  // first), times `loss_scale` (train/loss_scale.hpp: FP16 ranks backpropagate a scaled loss; the caller
+  // first; a detector sharing its batch: B/b × the gradient of its part of the batch's loss, whose means
+  // divide by the batch's matches), times `loss_scale` (train/loss_scale.hpp: FP16 ranks backpropagate a scaled loss; the caller
   // takes the factor back out). CPU ranks read `batch`; GPU ranks read `input`, already uploaded. On a GPU,
   // `while_device_computes` runs once the step's kernels are queued, before the loss is read back (the
   // trainer uploads the next batch then); the read-back waits for the device, so timings around run() are
   // real compute time on both devices. `grads_final` hears during backward which gradients are final
   // (nn::GradsFinal: the synchronous mode starts reducing them); it is not called when b = 0. With b = 0
-  // and --bn sync, the rank still joins the batch-norm sums of the others' forward and backward.
+  // the rank still joins the sums of the others' step: a detector's match counts, --bn sync's statistics.
   LocalOutcome run(const data::Batch& batch, const DeviceInput::Uploaded& input, int64_t b,
                    const std::function<void()>& while_device_computes = {},
                    const nn::GradsFinal& grads_final = {}, float loss_scale = 1.0f);

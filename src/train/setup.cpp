@@ -534,8 +534,8 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
         *s.comm, dist::plan_buckets(begins, params.count(), dist::bucket_floats(cfg.bucket_mb)));
   }
   apply_memory_caps(cfg, world, s);
-  // Hybrid and async connect batch norm to their groups (train/elastic_group.cpp).
-  if (s.mode == Mode::Sync) connect_batch_norm(s, world.comm());
+  // Hybrid and async connect their groups' batches (train/elastic_group.cpp).
+  if (s.mode == Mode::Sync) connect_shared_batch(s, world.comm());
   // Collective, so only now that every rank is known to be healthy.
   if (cfg.node_cache) {
     s.train->enable_node_cache(world.node_comm());

@@ -28,7 +28,9 @@ struct Setup {
   std::unique_ptr<BatchSource> train, val;
   std::unique_ptr<nn::Model> model;
   std::unique_ptr<nn::BatchNormMode> batch_norm;     // --bn (the model points at it: it must not move)
-  std::unique_ptr<BatchStatsExchange> bn_exchange;   // --bn sync over more than one rank
+  // Sums over the ranks that share a batch, when more than one does: --bn sync's statistics, a detector's
+  // match counts (train/batch_stats.hpp).
+  std::unique_ptr<BatchStatsExchange> batch_exchange;
   std::unique_ptr<data::EpochPlan> plan;
   std::unique_ptr<optim::LrSchedule> schedule;
   std::unique_ptr<optim::Sgd> sgd;

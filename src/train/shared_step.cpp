@@ -38,8 +38,9 @@ ComputeClock::ComputeClock()
       kernels_before_(ops::conv2d_kernels_made()) {}
 
 double ComputeClock::stop(const Setup& s, int rank, int64_t global_step, bool first_step, double not_compute) {
-  // --bn sync's waits for the other ranks inside forward and backward are no compute either.
-  const BatchStatsExchange::Spent exchange = s.bn_exchange ? s.bn_exchange->take_spent() : BatchStatsExchange::Spent();
+  // Waits for the other ranks inside the local step (--bn sync, a detector's matches) are no compute either.
+  const BatchStatsExchange::Spent exchange =
+      s.batch_exchange ? s.batch_exchange->take_spent() : BatchStatsExchange::Spent();
   const double compute = seconds_since(start_) - not_compute - exchange.wall;
   setup_ = first_step || ops::conv2d_kernels_made() != kernels_before_;
   const double device_seconds = s.device_kind == Device::CUDA

@@ -200,8 +200,9 @@ class SyncMode final : public TrainingMode {
                        StepTimes& mine) {
     const int64_t b = plan.local_batch();
     set_batch_norm_step(s_, b, weight);
-    // --bn sync meets the other ranks inside forward and backward: bounded like the step's collectives.
-    if (s_.bn_exchange) s_.arrival->watch(plan.global_step);
+    // --bn sync and a detector's match counts meet the other ranks inside the local step: bounded like the
+    // step's collectives.
+    if (s_.batch_exchange) s_.arrival->watch(plan.global_step);
     ComputeClock clock;
     if (s_.buckets) s_.buckets->begin(s_.model->params().grads().data(), weight);
     double next_wait = 0;

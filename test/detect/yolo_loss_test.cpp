@@ -387,3 +387,59 @@ TEST(YoloLoss, SameBitsForAnyThreadCount) {
   EXPECT_EQ(std::memcmp(d1.data(), d2.data(), d1.size() * sizeof(float)), 0);
   EXPECT_GT(r1.matched, 0);
 }
+
+// A batch split over "ranks" (images {0} and {1, 2}), each part's box and class means dividing by the whole
+// batch's matches n_l · b/B: the parts' gradients (grad_scale B), weighted b/B as the reduction weights them,
+// are the whole batch's, and b × each part's total adds up to B × the whole's (docs/detection.md,
+// "Split-independent means"). Each part's own match counts (YOLOv5's DDP) give a different gradient.
+TEST(YoloLoss, SplitBatchWithSharedMatchCountsAddsUpToTheWhole) {
+  const DetectHeadSpec s = small_head();
+  const YoloLoss loss(s, scaled_for(s));
+  const int64_t per_image = s.rows_per_image() * s.outputs();
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 0.7f);
+  std::vector<float> pred(size_t(3 * per_image));
+  for (auto& x : pred) x = normal(rng);
+  const std::vector<std::array<float, 5>> img0 = {{1, 0.3f, 0.6f, 0.2f, 0.25f}, {0, 0.5f, 0.5f, 0.5f, 0.5f},
+                                                  {2, 0.8f, 0.2f, 0.3f, 0.15f}};
+  const std::vector<std::array<float, 5>> img1 = {{2, 0.9f, 0.85f, 0.2f, 0.45f}};
+  const std::vector<std::array<float, 5>> img2 = {{0, 0.4f, 0.45f, 0.6f, 0.3f}, {1, 0.1f, 0.9f, 0.1f, 0.1f}};
+  const double B = 3;
+  std::vector<float> whole(pred.size());
+  const auto rw = loss.compute(pred.data(), 3, boxes({img0, img1, img2}), whole.data(), float(B));
+
+  const data::BoxList ta = boxes({img0}), tb = boxes({img1, img2});
+  const std::vector<int64_t> na = loss.level_matches(ta, 1), nb = loss.level_matches(tb, 2),
+                             nw = loss.level_matches(boxes({img0, img1, img2}), 3);
+  std::vector<double> norm_a, norm_b;
+  for (size_t l = 0; l < nw.size(); ++l) {
+    ASSERT_EQ(na[l] + nb[l], nw[l]);
+    norm_a.push_back(double(nw[l]) * 1 / B);
+    norm_b.push_back(double(nw[l]) * 2 / B);
+  }
+  std::vector<float> da(static_cast<size_t>(per_image)), db(static_cast<size_t>(2 * per_image)), local_b(db.size());
+  const auto ra = loss.compute(pred.data(), 1, ta, da.data(), float(B), nullptr, norm_a);
+  const auto rb = loss.compute(pred.data() + per_image, 2, tb, db.data(), float(B), nullptr, norm_b);
+  loss.compute(pred.data() + per_image, 2, tb, local_b.data(), float(B));
+  EXPECT_NEAR(1 * ra.total + 2 * rb.total, B * rw.total, 1e-12 * B * rw.total);
+
+  double max_grad = 0, max_diff = 0, local_diff = 0;
+  for (float g : whole) max_grad = std::max(max_grad, double(std::abs(g)));
+  for (int64_t i = 0; i < 3 * per_image; ++i) {
+    const double part = i < per_image ? da[size_t(i)] * 1 / B : db[size_t(i - per_image)] * 2 / B;
+    max_diff = std::max(max_diff, std::abs(part - whole[size_t(i)]));
+    if (i >= per_image)
+      local_diff = std::max(local_diff, std::abs(local_b[size_t(i - per_image)] * 2 / B - whole[size_t(i)]));
+  }
+  EXPECT_LE(max_diff, 1e-6 * max_grad);
+  EXPECT_GT(local_diff, 1e-3 * max_grad);
+}
+
+TEST(YoloLoss, MatchCountsThatDoNotFitTheHeadAreRefused) {
+  const DetectHeadSpec s = small_head();
+  const YoloLoss loss(s, scaled_for(s));
+  std::vector<float> pred(size_t(s.rows_per_image() * s.outputs()), 0.0f);
+  const auto t = boxes({{{0, 0.5f, 0.5f, 0.5f, 0.5f}}});
+  EXPECT_THROW(loss.compute(pred.data(), 1, t, nullptr, 1.0f, nullptr, {1.0}), Error);       // one level of two
+  EXPECT_THROW(loss.compute(pred.data(), 1, t, nullptr, 1.0f, nullptr, {0.0, 0.0}), Error);  // matches, no count
+}
