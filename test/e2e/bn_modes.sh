@@ -2,7 +2,8 @@
 # --bn (docs/architecture.md, "Batch norm"): with sync or ghost statistics, invariant 1 holds for a network
 # with batch norm — resnet20 trained with the split (5, 0, 17, 10) on 4 ranks (ghost: (4, 0, 16, 12)) equals 1
 # rank at the same global batch, where local statistics do not, and so does yolov5n with sync statistics;
-# the balancer gives ghost runs whole groups; the async and hybrid modes train with sync statistics; a rank that fails inside a step
+# the balancer gives ghost runs whole groups; the async and hybrid modes train with sync statistics;
+# checkpoints carry sync and ghost runs from 4 to 2 ranks, and eval of one agrees on 1 and 3 ranks; a rank that fails inside a step
 # whose layers wait for its sums ends the job; bad values are refused in one line.
 source "$(dirname "$0")/lib.sh"
 [ -x "$PACK" ] || skip "$PACK not built"
@@ -76,7 +77,26 @@ rc=$?
 grep -q "hetrain: error: rank 1 .*failure injected by --debug-fail-at at step 3" "$TMP/fail.err" \
   || { cat "$TMP/fail.err"; fail "the failing rank is not named"; }
 
-# 6. Refused in one line, before training.
+# 6. Checkpoints carry a sync or ghost run across world sizes: 2 steps on 4 ranks, stopped, then 2 more on
+#    2 ranks equal 4 steps on 1 rank; `hetrain eval` of the checkpoint (running statistics, whatever --bn
+#    trained them) gives the same line on 1 and 3 ranks.
+for bn in sync ghost:4; do
+  tag=${bn%%:*}
+  run_mpi 4 "${ARGS[@]}" --bn $bn --split 4,0,16,12 --checkpoint-dir "$TMP/ck-$tag" --stop-at-step 2 \
+    || fail "--bn $bn: the 4-rank part failed"
+  run_mpi 2 "${ARGS[@]}" --bn $bn --split 12,20 --checkpoint-dir "$TMP/ck-$tag" --resume auto \
+    --dump-params "$TMP/resumed-$tag.bin" || fail "--bn $bn: the resumed 2-rank part failed"
+  float_compare "$TMP/$tag-one.bin" "$TMP/resumed-$tag.bin" $TOL || fail "--bn $bn: 4 -> 2 ranks differ from 1 rank"
+done
+ck=$(ls "$TMP"/ck-sync/checkpoint-*.h5 | tail -1)
+$PACK synthetic --count 64 --channels 3 --size 16 --classes 10 -o "$TMP/val.h5" >/dev/null || fail "packing val data"
+timeout 120 mpirun -n 1 "$HETRAIN" eval --checkpoint "$ck" --data "$TMP/val.h5" --quiet >"$TMP/e1" || fail "eval on 1 rank failed"
+timeout 120 mpirun -n 3 "$HETRAIN" eval --checkpoint "$ck" --data "$TMP/val.h5" --quiet --batch 5 >"$TMP/e3" \
+  || fail "eval on 3 ranks failed"
+grep -qE '^samples 64 ' "$TMP/e1" || { cat "$TMP/e1"; fail "unexpected eval line"; }
+cmp "$TMP/e1" "$TMP/e3" || fail "eval of a --bn sync checkpoint: 1 and 3 ranks disagree: $(cat "$TMP/e1" "$TMP/e3")"
+
+# 7. Refused in one line, before training.
 expect_refusal() {  # expect_refusal PATTERN RANKS ARGS...
   local pattern=$1 n=$2; shift 2
   run_mpi "$n" "${ARGS[@]}" "$@" >"$TMP/bad.out" 2>&1 && fail "accepted: $*"
@@ -87,4 +107,4 @@ expect_refusal "--bn ghost:1: the ghost group must be a whole number of samples 
 expect_refusal "--global-batch 32 is not a multiple of the ghost batch norm group 5" 2 --bn ghost:5
 expect_refusal "--split gives rank 0 5 samples, not a multiple of the ghost batch-norm group 4" 4 --bn ghost:4 \
   --split 5,0,17,10
-pass "sync and ghost statistics are split-independent for resnet20, sync for yolov5n (local ones are not); ghost shares are whole groups; async, hybrid run; failures end the job; bad values refused"
+pass "sync and ghost statistics are split-independent for resnet20, sync for yolov5n (local ones are not); ghost shares are whole groups; async, hybrid run; resume 4 -> 2 ranks and eval agree; failures end the job; bad values refused"
