@@ -3,8 +3,8 @@
 # with batch norm — resnet20 trained with the split (5, 0, 17, 10) on 4 ranks (ghost: (4, 0, 16, 12)) equals 1
 # rank at the same global batch, where local statistics do not, and so does yolov5n with sync statistics;
 # the balancer gives ghost runs whole groups; the async and hybrid modes train with sync statistics;
-# checkpoints carry sync and ghost runs from 4 to 2 ranks, and eval of one agrees on 1 and 3 ranks; a rank that fails inside a step
-# whose layers wait for its sums ends the job; bad values are refused in one line.
+# checkpoints carry sync and ghost runs from 4 to 2 ranks, and eval of one agrees on 1 and 3 ranks; a rank
+# that fails inside a step whose layers wait for its sums ends the job; bad values are refused in one line.
 source "$(dirname "$0")/lib.sh"
 [ -x "$PACK" ] || skip "$PACK not built"
 ARGS=(--model resnet20 --synthetic 256 --synthetic-shape 3,16,16 --global-batch 32 --max-steps 4 --lr 0.02
