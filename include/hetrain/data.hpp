@@ -76,6 +76,9 @@ class Dataset {  // one logical dataset: a single file or a shard index + shard 
   static std::unique_ptr<Dataset> open(const std::string& path);
   ~Dataset();
   const DatasetInfo& info() const { return info_; }
+  // Replaces the per-channel mean and std that batches are normalised by, (x/255 − mean)/std (default: the
+  // file's statistics; a detector takes x/255, mean 0 and std 1). Before the first batch is requested.
+  void set_normalisation(std::vector<float> mean, std::vector<float> std);
   // Reads the given samples (any order, duplicates allowed) into images [n, C, H, W] uint8 and labels [n];
   // coalesces runs of consecutive indices into one hyperslab read; opens only the shards it touches.
   // labels may be null. Not reentrant: one reader thread per Dataset.

@@ -201,6 +201,13 @@ std::unique_ptr<Dataset::Shard> open_shard(const DatasetInfo& info, int s, bool 
 }
 }  // namespace
 
+void Dataset::set_normalisation(std::vector<float> mean, std::vector<float> std) {
+  HT_CHECK(int(mean.size()) == info_.channels && int(std.size()) == info_.channels, info_.path, ": normalisation for ",
+           mean.size(), " channels, the images have ", info_.channels);
+  info_.mean = std::move(mean);
+  info_.std = std::move(std);
+}
+
 std::unique_ptr<Dataset> Dataset::open(const std::string& path) {
   std::unique_ptr<Dataset> ds(new Dataset());
   std::lock_guard<std::mutex> lock(hdf5_mutex());

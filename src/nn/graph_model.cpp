@@ -658,7 +658,9 @@ void GraphModel::build(const GraphFile& file) {
 
 void GraphModel::init(uint64_t seed) {
   HT_CHECK(device() == Device::CPU, path_, ": init() runs on the CPU, before to()");
-  init_parameters(params_, seed);
+  // A detector starts as YOLOv5's does (PyTorch's default convolutions); a classifier file as the zoo's
+  // model of the same layout, so the two stay interchangeable (docs/detection.md, "Initialisation").
+  init_parameters(params_, seed, head_ ? ConvInit::PyTorchDefault : ConvInit::KaimingNormalFanOut);
   if (!head_) return;
   // YOLOv5's Detect._initialize_biases: about 8 objects per 640×640 image, classes near 0.6 / nc.
   const DetectHeadLayout& h = *head_;

@@ -43,8 +43,9 @@ class GraphModel : public Model {
   // From a file already read (tests); config.name only names the model.
   GraphModel(const GraphFile& file, const ModelConfig& config);
 
-  // init_parameters (nn/init.hpp) in declaration order, then YOLOv5's Detect bias priors: per level of
-  // stride s, objectness += log(8 / (640/s)²), each class += log(0.6 / (nc − 0.99999)). On the CPU (before to()).
+  // init_parameters (nn/init.hpp) in declaration order — a detector's convolutions as PyTorch's default
+  // (YOLOv5's), a classifier's as the zoo's — then YOLOv5's Detect bias priors: per level of stride s,
+  // objectness += log(8 / (640/s)²), each class += log(0.6 / (nc − 0.99999)). On the CPU (before to()).
   void init(uint64_t seed) override;
   // x [N, C, H, W] (the configured size) → the last layer's output: [N, A, 5 + nc] for a Detect head,
   // [N, classes] for a classifier.

@@ -25,7 +25,7 @@ double PortableRng::normal() {
   return r * std::cos(theta);
 }
 
-void init_parameters(ParamBuffer& pb, uint64_t seed) {
+void init_parameters(ParamBuffer& pb, uint64_t seed, ConvInit conv) {
   HT_CHECK(pb.finalized(), "init_parameters: parameter buffer not finalized");
   PortableRng rng(seed);
   int64_t last_fan_in = 0;
@@ -38,8 +38,13 @@ void init_parameters(ParamBuffer& pb, uint64_t seed) {
         HT_CHECK(s.shape.size() == 4, "init: conv weight '", s.name, "' is not 4-D: ", shape_str(s.shape));
         const int64_t fan_out = s.shape[0] * s.shape[2] * s.shape[3];
         last_fan_in = s.shape[1] * s.shape[2] * s.shape[3];
-        const double stddev = std::sqrt(2.0 / static_cast<double>(fan_out));
-        for (int64_t j = 0; j < n; ++j) p[j] = static_cast<float>(stddev * rng.normal());
+        if (conv == ConvInit::PyTorchDefault) {
+          const double bound = 1.0 / std::sqrt(static_cast<double>(last_fan_in));
+          for (int64_t j = 0; j < n; ++j) p[j] = static_cast<float>(rng.uniform(-bound, bound));
+        } else {
+          const double stddev = std::sqrt(2.0 / static_cast<double>(fan_out));
+          for (int64_t j = 0; j < n; ++j) p[j] = static_cast<float>(stddev * rng.normal());
+        }
         break;
       }
       case ParamKind::LinearWeight: {  // [O, I]

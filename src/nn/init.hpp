@@ -26,12 +26,18 @@ class PortableRng {
   double spare_ = 0.0;
 };
 
+// How convolution weights start: torchvision's ResNets re-initialise them; YOLOv5 keeps PyTorch's default.
+enum class ConvInit {
+  KaimingNormalFanOut,  // N(0, 2 / (K·R·S)): Kaiming normal, mode fan_out, ReLU gain (torchvision ResNet)
+  PyTorchDefault,       // U(−1/√(C·R·S), 1/√(C·R·S)): kaiming_uniform with a = √5 (YOLOv5's detectors)
+};
+
 // Initialises every parameter in declaration order from one stream seeded with `seed`, and resets the
 // states (BN running statistics):
-//   ConvWeight   Kaiming normal, mode fan_out, ReLU gain: N(0, 2 / (K·R·S))       (torchvision ResNet)
+//   ConvWeight   as `conv` says
 //   LinearWeight U(−1/√fan_in, 1/√fan_in)   (PyTorch default: kaiming_uniform with a = √5)
 //   Bias         U(−1/√fan_in, 1/√fan_in) with the fan_in of the weight declared just before it
 //   BnWeight 1, BnBias 0
-void init_parameters(ParamBuffer& pb, uint64_t seed);
+void init_parameters(ParamBuffer& pb, uint64_t seed, ConvInit conv = ConvInit::KaimingNormalFanOut);
 
 }  // namespace hetrain::nn

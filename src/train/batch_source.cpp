@@ -21,6 +21,9 @@ class DatasetSource : public BatchSource {
     prefetcher_.submit(std::move(indices), augment, augment_, aug_seed, form);
   }
   data::Batch next() override { return prefetcher_.next(); }
+  void set_normalisation(std::vector<float> mean, std::vector<float> std) override {
+    dataset_->set_normalisation(std::move(mean), std::move(std));
+  }
   void enable_node_cache(MPI_Comm node_comm) override { dataset_->enable_node_cache(node_comm); }
 
  private:
@@ -49,6 +52,10 @@ class SyntheticSource : public BatchSource {
     estimate_mean_std();
   }
   const data::DatasetInfo& info() const override { return info_; }
+  void set_normalisation(std::vector<float> mean, std::vector<float> std) override {
+    info_.mean = std::move(mean);
+    info_.std = std::move(std);
+  }
 
   void submit(std::vector<int64_t> indices, bool augment, uint64_t aug_seed, data::BatchForm form) override {
     queue_.push_back({std::move(indices), augment, aug_seed, form});

@@ -22,6 +22,9 @@ class BatchSource {
   virtual void submit(std::vector<int64_t> indices, bool augment, uint64_t aug_seed,
                       data::BatchForm form = data::BatchForm::Float) = 0;
   virtual data::Batch next() = 0;
+  // Replaces info()'s mean and std, what batches are normalised by (data::Dataset::set_normalisation).
+  // Before the first submit().
+  virtual void set_normalisation(std::vector<float> mean, std::vector<float> std) = 0;
   // Collective over node_comm: keep the data in memory once per node. A no-op for in-memory sources.
   virtual void enable_node_cache(MPI_Comm node_comm) {}
 };

@@ -14,6 +14,11 @@ detect::DetectHeadSpec head_spec(const nn::DetectHeadLayout& layout) {
   return spec;
 }
 
+void scale_detector_inputs(BatchSource& source) {
+  const size_t channels = size_t(source.info().channels);
+  source.set_normalisation(std::vector<float>(channels, 0.0f), std::vector<float>(channels, 1.0f));
+}
+
 namespace {
 detect::YoloLossConfig loss_config(const nn::DetectHeadLayout& layout, float label_smoothing) {
   detect::YoloLossConfig cfg;

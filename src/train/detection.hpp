@@ -18,6 +18,11 @@
 
 namespace hetrain::train {
 
+// YOLOv5 feeds its detectors pixels / 255: a detector's batches are not standardised by the dataset's mean
+// and std, as a classifier's are (docs/detection.md, "Input scaling"), so weights move to and from YOLOv5
+// unchanged. Before the source's first batch.
+void scale_detector_inputs(BatchSource& source);
+
 // The loss's view of a model's head.
 detect::DetectHeadSpec head_spec(const nn::DetectHeadLayout& layout);
 

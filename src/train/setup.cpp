@@ -311,9 +311,11 @@ void build_model(const TrainConfig& cfg, Setup& s) {
     else
       data::require_classification(src->info(), who);
   }
-  if (s.model->detect_head())
+  if (s.model->detect_head()) {
     s.detection = std::make_unique<DetectionLoss>(*s.model->detect_head(), cfg.label_smoothing);
-  else
+    for (BatchSource* src : {s.train.get(), s.val.get()})
+      if (src) scale_detector_inputs(*src);
+  } else
     s.loss = std::make_unique<ops::SoftmaxXentLoss>();
 }
 

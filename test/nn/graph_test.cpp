@@ -155,7 +155,7 @@ TEST(GraphModel, DetectBiasPriors) {
   auto a = graph("yolov5n.yaml", 64, 80);
   a->init(5);
   auto b = graph("yolov5n.yaml", 64, 80);
-  init_parameters(b->params(), 5);  // the same without the priors
+  init_parameters(b->params(), 5, ConvInit::PyTorchDefault);  // the same without the priors
   const int no = 85;
   for (int l = 0; l < 3; ++l) {
     const std::string name = "model.24.m." + std::to_string(l) + ".bias";
@@ -170,6 +170,26 @@ TEST(GraphModel, DetectBiasPriors) {
   // everything else is init_parameters' (same seed, same declaration order)
   const int w = a->params().find("model.23.cv3.conv.weight");
   EXPECT_EQ(a->params().param(w)[7], b->params().param(w)[7]);
+}
+
+// A detector's convolutions start as PyTorch's default, as YOLOv5's do: U(−1/√fan_in, 1/√fan_in), fan_in =
+// C·R·S (std bound/√3); a classifier file keeps the zoo's Kaiming normal (the *FileIsTheZoo* tests).
+TEST(GraphModel, DetectorConvolutionsUsePyTorchsDefault) {
+  auto m = graph("yolov5n.yaml", 64, 10);
+  m->init(9);
+  const ParamBuffer& pb = m->params();
+  const Tensor w = pb.param(pb.find("model.6.m.0.cv2.conv.weight"));  // a 3×3 conv of C3 in the backbone
+  ASSERT_EQ(w.ndim(), 4);
+  const double bound = 1.0 / std::sqrt(double(w.dim(1) * w.dim(2) * w.dim(3)));
+  double sq = 0, maxabs = 0;
+  for (int64_t i = 0; i < w.numel(); ++i) sq += double(w[i]) * w[i], maxabs = std::max(maxabs, std::fabs(double(w[i])));
+  const double stddev = std::sqrt(sq / double(w.numel()));
+  EXPECT_LE(maxabs, bound);
+  EXPECT_GT(maxabs, 0.99 * bound);
+  EXPECT_NEAR(stddev, bound / std::sqrt(3.0), 0.03 * bound);
+  // The Detect convs' weights too (their biases carry the priors on top of the default).
+  const Tensor d = pb.param(pb.find("model.24.m.0.weight"));
+  for (int64_t i = 0; i < d.numel(); ++i) ASSERT_LE(std::fabs(d[i]), 1.0 / std::sqrt(double(d.dim(1))));
 }
 
 TEST(GraphModel, Yolov5nTrainingStepAt64OnCpu) {
