@@ -71,6 +71,27 @@ cost_table() {
   done
 }
 
+# split_table HEADER EXTRACT TRAIN-ARGS...: 2 ranks at emulated speeds {1, 0.25} under the uniform split and
+# dynamic balancing, each with local, sync and ghost:8 statistics; per seed, EXTRACT's figure from the log
+# (accuracy, map50) and the samples/s.
+split_table() {
+  local header=$1 extract=$2 balance bn seed name values rates
+  shift 2
+  printf "   %-8s %-9s %8s %11s\n" split bn "$header" samples/s
+  for balance in none dynamic; do
+    for bn in local sync ghost:8; do
+      values="" rates=""
+      for seed in $SEEDS; do
+        mpirun -n 2 "$BIN" train "$@" --emulate-speed 1,0.25 --seed "$seed" --balance $balance --bn $bn \
+          >"$TMP/run.out" 2>&1 || { values+=" failed"; continue; }
+        values+=" $($extract "$TMP/run.out")" rates+=" $(rate "$TMP/run.out")"
+      done
+      [ $balance = none ] && name=uniform || name=dynamic
+      printf "   %-8s %-9s %8s %11s\n" $name $bn "$values" "$rates"
+    done
+  done
+}
+
 part_a() {
   echo "   (a) step-time cost, 2 ranks on this machine, even split; samples/s after the first step"
   cost_table mpirun -n 2
@@ -84,21 +105,8 @@ part_b() {
     --no-progress >/dev/null || return
   $PACK idx --images $SRC/t10k-images-idx3-ubyte.gz --labels $SRC/t10k-labels-idx1-ubyte.gz -o "$TMP/test.h5" \
     --no-progress >/dev/null || return
-  printf "   %-8s %-9s %8s %11s\n" split bn accuracy samples/s
-  local balance bn seed name accs rates
-  for balance in none dynamic; do
-    for bn in local sync ghost:8; do
-      accs="" rates=""
-      for seed in $SEEDS; do
-        mpirun -n 2 "$BIN" train --model resnet20 --data "$TMP/train.h5" --val "$TMP/test.h5" --global-batch 64 \
-          --max-steps "$STEPS" --lr 0.1 --momentum 0.9 --weight-decay 5e-4 --emulate-speed 1,0.25 --seed "$seed" \
-          --balance $balance --bn $bn --log-every 100000 >"$TMP/acc.out" 2>&1 || { accs+=" failed"; continue; }
-        accs+=" $(accuracy "$TMP/acc.out")" rates+=" $(rate "$TMP/acc.out")"
-      done
-      [ $balance = none ] && name=uniform || name=dynamic
-      printf "   %-8s %-9s %8s %11s\n" $name $bn "$accs" "$rates"
-    done
-  done
+  split_table accuracy accuracy --model resnet20 --data "$TMP/train.h5" --val "$TMP/test.h5" --global-batch 64 \
+    --max-steps "$STEPS" --lr 0.1 --momentum 0.9 --weight-decay 5e-4 --log-every 100000
 }
 
 part_c() {
@@ -108,22 +116,9 @@ part_c() {
   $PACK detect-synthetic --split train --count "$DET_N" --size "$DET_SIZE" --seed 1 --no-progress -o "$TMP/dtrain.h5" \
     >/dev/null && $PACK detect-synthetic --split test --count 300 --size "$DET_SIZE" --seed 2 --no-progress \
     -o "$TMP/dtest.h5" >/dev/null || { echo "   generating the detection data failed"; return; }
-  printf "   %-8s %-9s %8s %11s\n" split bn mAP@0.5 samples/s
-  local balance bn seed name maps rates
-  for balance in none dynamic; do
-    for bn in local sync ghost:8; do
-      maps="" rates=""
-      for seed in $SEEDS; do
-        mpirun -n 2 "$BIN" train --model models/yolov5n.yaml --data "$TMP/dtrain.h5" --val "$TMP/dtest.h5" \
-          --global-batch 32 --epochs "$DET_EPOCHS" --lr "$DET_LR" --momentum 0.937 --no-bn-decay --warmup-epochs 1 \
-          --device cpu --emulate-speed 1,0.25 --seed "$seed" --balance $balance --bn $bn --log-every 0 \
-          >"$TMP/map.out" 2>&1 || { maps+=" failed"; continue; }
-        maps+=" $(map50 "$TMP/map.out")" rates+=" $(rate "$TMP/map.out")"
-      done
-      [ $balance = none ] && name=uniform || name=dynamic
-      printf "   %-8s %-9s %8s %11s\n" $name $bn "$maps" "$rates"
-    done
-  done
+  split_table mAP@0.5 map50 --model models/yolov5n.yaml --data "$TMP/dtrain.h5" --val "$TMP/dtest.h5" \
+    --global-batch 32 --epochs "$DET_EPOCHS" --lr "$DET_LR" --momentum 0.937 --no-bn-decay --warmup-epochs 1 \
+    --device cpu --log-every 0
 }
 
 part_d() {
