@@ -315,8 +315,9 @@ void build_model(const TrainConfig& cfg, Setup& s) {
     s.detection = std::make_unique<DetectionLoss>(*s.model->detect_head(), cfg.label_smoothing);
     for (BatchSource* src : {s.train.get(), s.val.get()})
       if (src) scale_detector_inputs(*src);
-  } else
+  } else {
     s.loss = std::make_unique<ops::SoftmaxXentLoss>();
+  }
 }
 
 // The epoch plan, the run's length, the learning-rate schedule and the optimizer.
