@@ -16,9 +16,11 @@ namespace {
 // gradient and must keep bit-identical parameters (invariant 3). The CPU build targets x86-64-v2, which
 // has no FMA, so its loop is not contracted either.
 template <bool kMomentum, bool kNesterov>
-__global__ void sgd_update_kernel(float* param, float* velocity, const float* grad, const float* decay_mask, int64_t n,
-                                  float lr, float momentum, float weight_decay, float grad_scale) {
+__global__ void sgd_update_kernel(float* param, float* velocity, const float* grad, const float* decay_mask,
+                                  const float* lr_group, int64_t n, float lr, float group_lr, float momentum,
+                                  float weight_decay, float grad_scale) {
   HT_GRID_STRIDE(i, n) {
+    const float rate = lr_group && lr_group[i] != 0.0f ? group_lr : lr;  // a select, as on the CPU
     const float p = param[i];
     const float wd = decay_mask ? __fmul_rn(weight_decay, decay_mask[i]) : weight_decay;
     const float g = __fadd_rn(__fmul_rn(grad_scale, grad[i]), __fmul_rn(wd, p));
@@ -28,13 +30,13 @@ __global__ void sgd_update_kernel(float* param, float* velocity, const float* gr
       velocity[i] = v;
       step = kNesterov ? __fadd_rn(g, __fmul_rn(momentum, v)) : v;
     }
-    param[i] = __fsub_rn(p, __fmul_rn(lr, step));
+    param[i] = __fsub_rn(p, __fmul_rn(rate, step));
   }
 }
 }  // namespace
 
-void sgd_update(float* param, float* velocity, const float* grad, const float* decay_mask, int64_t n,
-                const SgdStep& s, CudaStream stream) {
+void sgd_update(float* param, float* velocity, const float* grad, const float* decay_mask, const float* lr_group,
+                int64_t n, const SgdStep& s, CudaStream stream) {
   HT_CHECK(n >= 0, "sgd_update: negative size ", n);
   HT_CHECK(s.momentum >= 0.0f, "sgd_update: momentum must be >= 0, got ", s.momentum);
   HT_CHECK(!s.nesterov || s.momentum > 0.0f, "sgd_update: Nesterov needs momentum > 0");
@@ -44,14 +46,14 @@ void sgd_update(float* param, float* velocity, const float* grad, const float* d
   int64_t g64 = HT_CEIL_DIV(n, int64_t(kBlock));
   const int grid = int(g64 < 65536 ? g64 : 65536);
   if (s.momentum == 0.0f)
-    sgd_update_kernel<false, false><<<grid, kBlock, 0, stream>>>(param, velocity, grad, decay_mask, n, s.lr,
-                                                                 s.momentum, s.weight_decay, s.grad_scale);
+    sgd_update_kernel<false, false><<<grid, kBlock, 0, stream>>>(param, velocity, grad, decay_mask, lr_group, n, s.lr,
+                                                                 s.group_lr, s.momentum, s.weight_decay, s.grad_scale);
   else if (s.nesterov)
-    sgd_update_kernel<true, true><<<grid, kBlock, 0, stream>>>(param, velocity, grad, decay_mask, n, s.lr, s.momentum,
-                                                               s.weight_decay, s.grad_scale);
+    sgd_update_kernel<true, true><<<grid, kBlock, 0, stream>>>(param, velocity, grad, decay_mask, lr_group, n, s.lr,
+                                                               s.group_lr, s.momentum, s.weight_decay, s.grad_scale);
   else
-    sgd_update_kernel<true, false><<<grid, kBlock, 0, stream>>>(param, velocity, grad, decay_mask, n, s.lr,
-                                                                s.momentum, s.weight_decay, s.grad_scale);
+    sgd_update_kernel<true, false><<<grid, kBlock, 0, stream>>>(param, velocity, grad, decay_mask, lr_group, n, s.lr,
+                                                                s.group_lr, s.momentum, s.weight_decay, s.grad_scale);
   HT_CUDA_CHECK_LAUNCH("sgd_update");
 }
 
@@ -59,14 +61,16 @@ void sgd_update(float* param, float* velocity, const float* grad, const float* d
 
 namespace hetrain::ops {
 namespace {
-void sgd_update_cuda(float* p, float* v, const float* g, const float* decay, int64_t n, const SgdHyper& h) {
+void sgd_update_cuda(float* p, float* v, const float* g, const float* decay, const float* lr_group, int64_t n,
+                     const SgdHyper& h) {
   cuda::SgdStep s;
   s.lr = h.lr;
+  s.group_lr = h.group_lr;
   s.momentum = h.momentum;
   s.nesterov = h.nesterov;
   s.weight_decay = 1.0f;  // the mask holds each element's factor (wd or 0)
   s.grad_scale = 1.0f;    // the reduction already weighted the gradients
-  cuda::sgd_update(p, v, g, decay, n, s, nullptr);
+  cuda::sgd_update(p, v, g, decay, lr_group, n, s, nullptr);
 }
 }  // namespace
 HT_OP_IMPLEMENTATION(sgd_update_impl, Device::CUDA, sgd_update_cuda);

@@ -187,9 +187,11 @@ struct SgdStep {
   bool nesterov = false;
   float weight_decay = 0.0f;
   float grad_scale = 1.0f;  // e.g. b_r/B when the local gradient is a mean over b_r samples
+  float group_lr = 0.0f;    // the rate of the elements lr_group marks
 };
-void sgd_update(float* param, float* velocity, const float* grad, const float* decay_mask, int64_t n,
-                const SgdStep& step, CudaStream stream);
+// lr_group [n] (null: none) marks with a non-zero value the elements stepped at group_lr instead of lr.
+void sgd_update(float* param, float* velocity, const float* grad, const float* decay_mask, const float* lr_group,
+                int64_t n, const SgdStep& step, CudaStream stream);
 
 // ---------------------------------------------------------------- input pipeline (kernels/normalize_crop_flip.cu)
 // uint8 images in [N, C, H, W] → float out [N, C, out_h, out_w]:

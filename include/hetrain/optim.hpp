@@ -19,12 +19,21 @@ struct SgdConfig {
   bool decay_bn_and_bias = true;  // false: no weight decay on BN parameters and biases
 };
 
+// One update's rates. Outside a YOLOv5-style warm-up (ScheduleConfig) bias_lr equals lr and momentum is
+// the optimizer's.
+struct StepRates {
+  float lr = 0.1f;
+  float bias_lr = 0.1f;   // the bias group's: every parameter of kind Bias or BnBias (YOLOv5's group 0)
+  float momentum = 0.9f;
+};
+
 // PyTorch's SGD: g ← grad + wd·p;  v ← μ·v + g;  step = nesterov ? g + μ·v : v;  p ← p − lr·step
 // On the device of the parameters (ops::sgd_update: a loop on the CPU, one fused kernel on the GPU).
 class Sgd {
  public:
   Sgd(const nn::ParamBuffer& params, const SgdConfig& config);
-  void step(nn::ParamBuffer& params, float lr);
+  void step(nn::ParamBuffer& params, float lr);  // every element at lr, the configured momentum
+  void step(nn::ParamBuffer& params, const StepRates& rates);
   Tensor& momentum_buffer() { return velocity_; }  // flat, like the parameters (checkpointed)
   const SgdConfig& config() const { return config_; }
 
@@ -32,12 +41,18 @@ class Sgd {
   SgdConfig config_;
   Tensor velocity_;    // on the parameters' device (moved at the first step there)
   Tensor decay_mask_;  // per parameter element: weight decay factor (0 or wd); follows the parameters' device
+  Tensor bias_group_;  // per parameter element: 1 in the bias group, else 0; follows the parameters' device
 };
 
 struct ScheduleConfig {
   float base_lr = 0.1f;
   bool linear_scaling = false;   // lr = base_lr × global_batch / 256
   int64_t warmup_steps = 0;      // linear warm-up from 0 to the peak lr
+  // YOLOv5's warm-up (docs/detection.md, "Training recipe"): over the warm-up the bias group's rate falls
+  // from lr + warmup_bias_lr to lr (0: the biases warm up like the weights), and the momentum rises from
+  // warmup_momentum to the optimizer's (< 0: constant).
+  float warmup_bias_lr = 0.0f;
+  float warmup_momentum = -1.0f;
   std::string decay = "cosine";  // cosine | step | constant
   std::vector<int64_t> milestones;  // step decay: multiply by gamma at each of these steps
   float gamma = 0.1f;
@@ -48,6 +63,9 @@ class LrSchedule {
   LrSchedule(const ScheduleConfig& config, int64_t global_batch, int64_t total_steps);
   float peak_lr() const { return peak_lr_; }
   float at(int64_t step) const;  // step counts from 0
+  // Step `step`'s rates for an optimizer whose momentum is `momentum`: lr = at(step), and the warm-up's bias
+  // rate and momentum.
+  StepRates rates(int64_t step, float momentum) const;
   const ScheduleConfig& config() const { return config_; }
   int64_t total_steps() const { return total_steps_; }
 

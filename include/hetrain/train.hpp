@@ -39,6 +39,9 @@ struct TrainConfig {
   float lr = 0.1f;
   bool linear_scaling = false;
   float warmup_epochs = 0.0f;
+  int64_t warmup_min_steps = 0;     // the warm-up lasts at least this many steps (YOLOv5: 100)
+  float warmup_bias_lr = 0.0f;      // > 0: the bias group's lr starts this much above the weights' (YOLOv5: 0.1)
+  float warmup_momentum = -1.0f;    // >= 0: the momentum rises from this to --momentum (YOLOv5: 0.8)
   std::string schedule = "cosine";  // cosine | step | constant
   std::vector<int> milestones;      // epochs, for schedule=step
   float gamma = 0.1f;

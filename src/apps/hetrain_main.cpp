@@ -159,6 +159,13 @@ po::options_description model_options(TrainConfig& c, RawTrainOptions& raw) {
       ("lr", po::value(&c.lr)->default_value(0.1f, "0.1"), "base learning rate")
       ("linear-scaling", po::bool_switch(&c.linear_scaling), "use lr × global-batch / 256 (linear scaling rule)")
       ("warmup-epochs", po::value(&c.warmup_epochs)->default_value(0.0f, "0"), "linear warm-up length in epochs")
+      ("warmup-min-steps", po::value(&c.warmup_min_steps)->default_value(0),
+       "the warm-up lasts at least this many steps, at most the run (YOLOv5: 100 with --warmup-epochs 3)")
+      ("warmup-bias-lr", po::value(&c.warmup_bias_lr)->default_value(0.0f, "0"),
+       "YOLOv5's warm-up: the biases' lr falls from this + lr to lr over the warm-up while the weights' rises "
+       "from 0 (YOLOv5: 0.1; 0 = biases warm up like the weights)")
+      ("warmup-momentum", po::value(&c.warmup_momentum)->default_value(-1.0f, "off"),
+       "YOLOv5's warm-up: the momentum rises from this to --momentum over the warm-up (YOLOv5: 0.8)")
       ("schedule", po::value(&c.schedule)->default_value("cosine"), "after warm-up: cosine | step | constant")
       ("milestones", po::value(&raw.milestones), "step schedule: epochs at which lr is multiplied by --gamma, e.g. 30,60")
       ("gamma", po::value(&c.gamma)->default_value(0.1f, "0.1"), "step schedule factor")

@@ -16,6 +16,10 @@ LrSchedule::LrSchedule(const ScheduleConfig& config, int64_t global_batch, int64
   HT_CHECK(total_steps >= 1, "lr schedule: total steps must be >= 1, got ", total_steps);
   HT_CHECK(config.warmup_steps >= 0 && config.warmup_steps <= total_steps, "lr schedule: warm-up steps (",
            config.warmup_steps, ") must be in [0, total steps = ", total_steps, "]");
+  HT_CHECK(std::isfinite(config.warmup_bias_lr) && config.warmup_bias_lr >= 0.0f,
+           "lr schedule: warm-up bias lr must be >= 0, got ", config.warmup_bias_lr);
+  HT_CHECK(std::isfinite(config.warmup_momentum) && config.warmup_momentum < 1.0f,
+           "lr schedule: warm-up momentum must be < 1 (negative: none), got ", config.warmup_momentum);
   for (size_t i = 1; i < config.milestones.size(); ++i)
     HT_CHECK(config.milestones[i] > config.milestones[i - 1], "lr schedule: milestones must increase");
   // Goyal et al. 2017: the learning rate grows linearly with the batch, relative to 256.
@@ -40,6 +44,23 @@ float LrSchedule::at(int64_t step) const {
   double t = static_cast<double>(step - warm) / static_cast<double>(span);
   if (t > 1.0) t = 1.0;
   return static_cast<float>(0.5 * peak_lr_ * (1.0 + std::cos(M_PI * t)));
+}
+
+// YOLOv5 interpolates over the warm-up from its start values to where the schedule is; with the weights'
+// rate lr = peak·f, f = (s+1)/warm, that is bias lr = warmup_bias_lr·(1−f) + lr and momentum
+// warmup_momentum + (μ − warmup_momentum)·f. (YOLOv5's f starts at 0 at its first step; ours at 1/warm, as
+// the weights' rate does.)
+StepRates LrSchedule::rates(int64_t step, float momentum) const {
+  StepRates r;
+  r.lr = r.bias_lr = at(step);
+  r.momentum = momentum;
+  const int64_t warm = config_.warmup_steps;
+  if (step >= warm) return r;
+  const double f = double(step + 1) / double(warm);
+  if (config_.warmup_bias_lr > 0.0f) r.bias_lr = float(config_.warmup_bias_lr * (1.0 - f) + double(r.lr));
+  if (config_.warmup_momentum >= 0.0f)
+    r.momentum = float(config_.warmup_momentum + (double(momentum) - config_.warmup_momentum) * f);
+  return r;
 }
 
 }  // namespace hetrain::optim

@@ -14,6 +14,11 @@ Sgd::Sgd(const nn::ParamBuffer& params, const SgdConfig& config) : config_(confi
   velocity_ = Tensor({params.count()});
   decay_mask_ = Tensor({params.count()});
   decay_mask_.fill(config.weight_decay);
+  bias_group_ = Tensor({params.count()});
+  bias_group_.zero();
+  for (const nn::ParamSpec& s : params.specs())
+    if (s.kind == nn::ParamKind::Bias || s.kind == nn::ParamKind::BnBias)
+      for (int64_t j = 0; j < s.numel(); ++j) bias_group_[s.offset + j] = 1.0f;
   if (!config.decay_bn_and_bias) {
     for (const nn::ParamSpec& s : params.specs()) {
       const bool exempt =
@@ -25,16 +30,29 @@ Sgd::Sgd(const nn::ParamBuffer& params, const SgdConfig& config) : config_(confi
 }
 
 void Sgd::step(nn::ParamBuffer& params, float lr) {
+  StepRates rates;
+  rates.lr = rates.bias_lr = lr;
+  rates.momentum = config_.momentum;
+  step(params, rates);
+}
+
+void Sgd::step(nn::ParamBuffer& params, const StepRates& rates) {
   HT_CHECK(params.count() == velocity_.numel(), "sgd: parameter buffer has ", params.count(),
            " values, the optimizer was built for ", velocity_.numel());
   const Device device = params.device();
   if (velocity_.device() != device) velocity_ = velocity_.to(device);  // moved at the first step there
   if (decay_mask_.device() != device) decay_mask_ = decay_mask_.to(device);
+  HT_CHECK(rates.momentum >= 0.0f && (!config_.nesterov || rates.momentum > 0.0f), "sgd: momentum ", rates.momentum,
+           " out of range", config_.nesterov ? " for Nesterov (> 0)" : " (>= 0)");
   ops::SgdHyper h;
-  h.lr = lr;
-  h.momentum = config_.momentum;
+  h.lr = rates.lr;
+  h.group_lr = rates.bias_lr;
+  h.momentum = rates.momentum;
   h.nesterov = config_.nesterov;
-  ops::sgd_update(params.values(), velocity_, params.grads(), decay_mask_, h);
+  // The bias group's mask is read only while its rate differs (YOLOv5's warm-up).
+  const bool grouped = rates.bias_lr != rates.lr;
+  if (grouped && bias_group_.device() != device) bias_group_ = bias_group_.to(device);
+  ops::sgd_update(params.values(), velocity_, params.grads(), decay_mask_, h, grouped ? &bias_group_ : nullptr);
 }
 
 }  // namespace hetrain::optim

@@ -292,6 +292,8 @@ void write_objects(hid_t file, const std::string& tmp, const CheckpointInfo& inf
   write_float_attr(sched, "peak_lr", info.peak_lr);
   h5::write_int_attr(sched, "linear_scaling", info.schedule.linear_scaling);
   h5::write_int_attr(sched, "warmup_steps", info.schedule.warmup_steps, H5T_STD_I64LE);
+  write_float_attr(sched, "warmup_bias_lr", info.schedule.warmup_bias_lr);
+  write_float_attr(sched, "warmup_momentum", info.schedule.warmup_momentum);
   h5::write_int_attr(sched, "total_steps", info.total_steps, H5T_STD_I64LE);
   h5::write_string_attr(sched, "decay", info.schedule.decay);
   write_array(sched, "milestones", info.schedule.milestones, H5T_STD_I64LE, H5T_NATIVE_INT64);
@@ -410,6 +412,10 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   c.peak_lr = float(read_float_attr(sched, "peak_lr", path));
   c.schedule.linear_scaling = h5::read_int_attr(sched, "linear_scaling", path) != 0;
   c.schedule.warmup_steps = h5::read_int_attr(sched, "warmup_steps", path);
+  if (h5::has_attr(sched, "warmup_bias_lr")) {  // absent from the checkpoints of earlier versions
+    c.schedule.warmup_bias_lr = float(read_float_attr(sched, "warmup_bias_lr", path));
+    c.schedule.warmup_momentum = float(read_float_attr(sched, "warmup_momentum", path));
+  }
   c.total_steps = h5::read_int_attr(sched, "total_steps", path);
   c.schedule.decay = h5::read_string_attr(sched, "decay", path);
   c.schedule.milestones = read_array<int64_t>(sched, "milestones", H5T_NATIVE_INT64, path);

@@ -17,7 +17,8 @@ std::string TrainConfig::canonical() const {
      << "\nsynthetic_classes=" << synthetic_classes << "\naugment=" << augment << "\nprefetch=" << prefetch_depth << "\ncache=" << node_cache
      << "\nval_every_samples=" << val_every_samples << "\nlast_batch=" << last_batch << "\nmodel=" << model << "\nglobal_batch=" << global_batch
      << "\nepochs=" << epochs << "\nmax_steps=" << max_steps << "\nstop_at_step=" << stop_at_step << "\nlr=" << lr << "\nlinear_scaling=" << linear_scaling
-     << "\nwarmup_epochs=" << warmup_epochs << "\nschedule=" << schedule << "\nmilestones=" << list(milestones)
+     << "\nwarmup_epochs=" << warmup_epochs << "\nwarmup_min_steps=" << warmup_min_steps
+     << "\nwarmup_bias_lr=" << warmup_bias_lr << "\nwarmup_momentum=" << warmup_momentum << "\nschedule=" << schedule << "\nmilestones=" << list(milestones)
      << "\ngamma=" << gamma << "\nmomentum=" << momentum << "\nnesterov=" << nesterov
      << "\nweight_decay=" << weight_decay << "\ndecay_bn_and_bias=" << decay_bn_and_bias
      << "\nlabel_smoothing=" << label_smoothing << "\nbn=" << batch_norm << "\nprecision=" << precision_name(precision) << "\nseed=" << seed << "\nbalance=" << balance

@@ -248,9 +248,10 @@ class ElasticMode final : public TrainingMode {
     const bool skipped = overflowed();  // its samples count as trained, as in the synchronous mode
     // The learning rate follows the samples consumed by all groups, in steps of the global batch.
     const int64_t step = std::min(first / cfg_.global_batch, s_.total_steps - 1);
-    const float lr = s_.schedule->at(step);
+    const optim::StepRates rates = step_rates(s_, step);
+    const float lr = rates.lr;
     // The members of a group stay identical replicas.
-    apply_update(s_, lr, skipped, cfg_.debug_consistency && group_.size() > 1, group_.comm(),
+    apply_update(s_, rates, skipped, cfg_.debug_consistency && group_.size() > 1, group_.comm(),
                  "parameters within a hybrid group");
     group_.rebalance(local_steps_, cfg_.quiet);
     ++local_steps_;

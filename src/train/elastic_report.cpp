@@ -8,6 +8,7 @@
 #include <string>
 
 #include "hetrain/error.hpp"
+#include "train/shared_step.hpp"
 
 namespace hetrain::train {
 
@@ -23,9 +24,9 @@ void ElasticReport::announce(const std::vector<int64_t>& batches) const {
     std::printf("data: %s — %lld samples, %dx%dx%d, %d classes\n", info.path.c_str(), (long long)info.num_samples,
                 info.channels, info.height, info.width, info.num_classes);
     std::printf("model: %s, %lld parameters; %d epoch(s) = %lld samples, lr schedule in steps of %lld samples, "
-                "peak lr %.4g\n",
+                "%s\n",
                 cfg_.model.c_str(), (long long)s_.model->param_count(), cfg_.epochs, (long long)total_samples_,
-                (long long)cfg_.global_batch, s_.schedule->peak_lr());
+                (long long)cfg_.global_batch, schedule_text(s_).c_str());
     std::string groups;
     for (int r = 0; r < world_.size(); ++r) {
       if (leaders[size_t(r)] != r) continue;

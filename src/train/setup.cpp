@@ -201,6 +201,13 @@ Mode check_options(const TrainConfig& cfg, int ranks) {
            "--weight-decay must be a finite number >= 0, got ", cfg.weight_decay);
   HT_CHECK(std::isfinite(cfg.warmup_epochs) && cfg.warmup_epochs >= 0, "--warmup-epochs must be >= 0, got ",
            cfg.warmup_epochs);
+  HT_CHECK(cfg.warmup_min_steps >= 0, "--warmup-min-steps must be >= 0, got ", cfg.warmup_min_steps);
+  HT_CHECK(std::isfinite(cfg.warmup_bias_lr) && cfg.warmup_bias_lr >= 0, "--warmup-bias-lr must be >= 0, got ",
+           cfg.warmup_bias_lr);
+  HT_CHECK(std::isfinite(cfg.warmup_momentum) && cfg.warmup_momentum < 1,
+           "--warmup-momentum must be in [0, 1), got ", cfg.warmup_momentum);
+  HT_CHECK(cfg.warmup_momentum < 0 || !cfg.nesterov || cfg.warmup_momentum > 0,
+           "--warmup-momentum 0 with --nesterov: Nesterov needs a momentum > 0");
   HT_CHECK(cfg.val_every_samples >= 0, "--val-every-samples must not be negative, got ", cfg.val_every_samples);
   HT_CHECK(cfg.max_steps >= 0, "--max-steps must not be negative, got ", cfg.max_steps);
   HT_CHECK(cfg.stop_at_step >= 0, "--stop-at-step must not be negative, got ", cfg.stop_at_step);
@@ -334,7 +341,11 @@ void build_optimizer(const TrainConfig& cfg, Setup& s) {
   optim::ScheduleConfig sc;
   sc.base_lr = cfg.lr;
   sc.linear_scaling = cfg.linear_scaling;
-  sc.warmup_steps = static_cast<int64_t>(cfg.warmup_epochs * spe);
+  // YOLOv5 warms up over max(3 epochs, 100 steps), however short the run: capped at the run here.
+  sc.warmup_steps = std::min(std::max(static_cast<int64_t>(cfg.warmup_epochs * spe), cfg.warmup_min_steps),
+                             s.total_steps);
+  sc.warmup_bias_lr = cfg.warmup_bias_lr;
+  sc.warmup_momentum = cfg.warmup_momentum;
   sc.decay = cfg.schedule;
   for (int e : cfg.milestones) sc.milestones.push_back(int64_t(e) * spe);
   sc.gamma = cfg.gamma;

@@ -1,10 +1,12 @@
 #include "train/shared_step.hpp"
 
+#include <cstdio>
 #include <limits>
 
 #include "hetrain/dist.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/nn.hpp"
+#include "hetrain/optim.hpp"
 #include "ops/conv2d/conv2d.hpp"
 
 namespace hetrain::train {
@@ -64,9 +66,30 @@ bool skip_for_overflow(LossScaler& scaler, int64_t nonfinite, const std::string&
   return true;
 }
 
-void apply_update(Setup& s, float lr, bool skipped, bool check, MPI_Comm comm, const char* what) {
+optim::StepRates step_rates(const Setup& s, int64_t step) {
+  return s.schedule->rates(step, s.sgd->config().momentum);
+}
+
+std::string schedule_text(const Setup& s) {
+  const optim::ScheduleConfig& c = s.schedule->config();
+  char text[200];
+  int n = std::snprintf(text, sizeof text, "peak lr %.4g", s.schedule->peak_lr());
+  if (c.warmup_steps > 0 && n > 0 && size_t(n) < sizeof text) {
+    n += std::snprintf(text + n, sizeof text - size_t(n), ", warm-up %lld steps", (long long)c.warmup_steps);
+    if (c.warmup_bias_lr > 0 && size_t(n) < sizeof text)
+      n += std::snprintf(text + n, sizeof text - size_t(n), " (biases from lr + %.4g", c.warmup_bias_lr);
+    if (c.warmup_momentum >= 0 && size_t(n) < sizeof text)
+      n += std::snprintf(text + n, sizeof text - size_t(n), "%s momentum from %.4g", c.warmup_bias_lr > 0 ? "," : " (",
+                         c.warmup_momentum);
+    if ((c.warmup_bias_lr > 0 || c.warmup_momentum >= 0) && size_t(n) < sizeof text)
+      std::snprintf(text + n, sizeof text - size_t(n), ")");
+  }
+  return text;
+}
+
+void apply_update(Setup& s, const optim::StepRates& rates, bool skipped, bool check, MPI_Comm comm, const char* what) {
   nn::ParamBuffer& params = s.model->params();
-  if (!skipped) s.sgd->step(params, lr);
+  if (!skipped) s.sgd->step(params, rates);
   if (!check) return;
   const Tensor values = params.values().to(Device::CPU);
   dist::check_identical(comm, values.data(), params.count(), what);

@@ -12,6 +12,7 @@
 #include <functional>
 #include <string>
 
+#include "hetrain/optim.hpp"
 #include "train/evaluate.hpp"
 #include "train/loss_scale.hpp"
 #include "train/setup.hpp"
@@ -74,9 +75,14 @@ class ComputeClock {
 // an Error that ends the job from this rank. `where` names the step in messages.
 bool skip_for_overflow(LossScaler& scaler, int64_t nonfinite, const std::string& where, bool agreed, bool print);
 
-// The SGD step at `lr`, unless skipped; then, with `check` (--debug-consistency), compares the parameters
-// across `comm`, whose ranks must hold identical replicas ("what": the message's name for them).
-void apply_update(Setup& s, float lr, bool skipped, bool check, MPI_Comm comm, const char* what);
+// Step `step`'s rates: the schedule's lr, and the warm-up's bias rate and momentum (optim::LrSchedule::rates).
+optim::StepRates step_rates(const Setup& s, int64_t step);
+// The start-up line's words for the schedule: "peak lr 0.01", and the warm-up with YOLOv5's rates when set.
+std::string schedule_text(const Setup& s);
+
+// The SGD step at `rates`, unless skipped; then, with `check` (--debug-consistency), compares the
+// parameters across `comm`, whose ranks must hold identical replicas ("what": the message's name for them).
+void apply_update(Setup& s, const optim::StepRates& rates, bool skipped, bool check, MPI_Comm comm, const char* what);
 
 // Collective over `comm`: the model on the validation set, as every mode validates.
 EvalTotals validate(Setup& s, MPI_Comm comm);

@@ -159,8 +159,9 @@ class SyncMode final : public TrainingMode {
     const bool skipped =
         skip_for_overflow(s_.loss_scaler, int64_t(step_totals.nonfinite / world_.size()),
                           "step " + std::to_string(plan.global_step), /*agreed=*/true, world_.rank() == 0 && !cfg_.quiet);
-    const float lr = s_.schedule->at(plan.global_step);
-    apply_update(s_, lr, skipped, cfg_.debug_consistency, world_.comm(), "parameters");
+    const optim::StepRates rates = step_rates(s_, plan.global_step);
+    const float lr = rates.lr;
+    apply_update(s_, rates, skipped, cfg_.debug_consistency, world_.comm(), "parameters");
     outputs_.log_samples(plan.epoch, plan.indices);
     rebalance(plan, flags);
     last_split_ = plan.split;

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "train/shared_step.hpp"
+
 namespace hetrain::train {
 namespace {
 
@@ -47,9 +49,9 @@ void SyncReport::announce(const Checkpointer& checkpointer) const {
   std::printf("data: %s — %lld samples, %dx%dx%d, %d classes%s\n", info.path.c_str(),
               (long long)info.num_samples, info.channels, info.height, info.width, info.num_classes,
               s_.val ? (", validation " + std::to_string(s_.val->info().num_samples) + " samples").c_str() : "");
-  std::printf("model: %s, %lld parameters; global batch %lld, %lld steps/epoch, %d epoch(s), peak lr %.4g\n",
+  std::printf("model: %s, %lld parameters; global batch %lld, %lld steps/epoch, %d epoch(s), %s\n",
               cfg_.model.c_str(), (long long)s_.model->param_count(), (long long)cfg_.global_batch,
-              (long long)s_.plan->steps_per_epoch(), cfg_.epochs, s_.schedule->peak_lr());
+              (long long)s_.plan->steps_per_epoch(), cfg_.epochs, schedule_text(s_).c_str());
   std::printf("gradients: %s reduction, %s\n", s_.comm->name(), buckets_text().c_str());
   if (cfg_.precision != Precision::FP32) std::printf("%s\n", precision_text(cfg_.precision).c_str());
   if (checkpointer.enabled())

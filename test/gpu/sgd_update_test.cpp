@@ -22,7 +22,7 @@ TEST(SgdTwin, HandComputed) {
   s.lr = 0.1f, s.momentum = 0.9f, s.weight_decay = 0.01f, s.grad_scale = 0.5f;
   const float grad[2] = {2.0f, 2.0f}, mask[2] = {1.0f, 0.0f};
   float p[2] = {1.0f, 1.0f}, v[2] = {0.5f, 0.5f};
-  gpu_test::sgd_update_twin(p, v, grad, mask, 2, s);
+  gpu_test::sgd_update_twin(p, v, grad, mask, nullptr, 2, s);
   EXPECT_NEAR(p[0], 0.854f, 1e-6);
   EXPECT_NEAR(v[0], 1.46f, 1e-6);
   EXPECT_NEAR(p[1], 0.855f, 1e-6);
@@ -30,15 +30,23 @@ TEST(SgdTwin, HandComputed) {
 
   s.nesterov = true;
   p[0] = 1.0f, v[0] = 0.5f;
-  gpu_test::sgd_update_twin(p, v, grad, nullptr, 1, s);
+  gpu_test::sgd_update_twin(p, v, grad, nullptr, nullptr, 1, s);
   EXPECT_NEAR(p[0], 0.7676f, 1e-6);
   EXPECT_NEAR(v[0], 1.46f, 1e-6);
 
   s.nesterov = false, s.momentum = 0.0f;
   p[0] = 1.0f, v[0] = 0.5f;
-  gpu_test::sgd_update_twin(p, v, grad, nullptr, 1, s);
+  gpu_test::sgd_update_twin(p, v, grad, nullptr, nullptr, 1, s);
   EXPECT_NEAR(p[0], 0.899f, 1e-6);
   EXPECT_EQ(v[0], 0.5f);
+
+  // the group's elements step at group_lr 0.2: p = 1 − 0.2·1.01 = 0.798; the other keeps lr 0.1
+  const float group[2] = {1.0f, 0.0f};
+  s.group_lr = 0.2f;
+  p[0] = p[1] = 1.0f, v[0] = v[1] = 0.5f;
+  gpu_test::sgd_update_twin(p, v, grad, nullptr, group, 2, s);
+  EXPECT_NEAR(p[0], 0.798f, 1e-6);
+  EXPECT_NEAR(p[1], 0.899f, 1e-6);
 }
 
 TEST(CudaSgd, ParityOverSteps) {
@@ -49,29 +57,36 @@ TEST(CudaSgd, ParityOverSteps) {
     float wd;
     bool mask;
     float scale;
+    bool group;  // every third element at another rate
   };
-  const Case cases[] = {{0.9f, false, 5e-4f, false, 1.0f},
-                        {0.9f, true, 1e-4f, true, 0.25f},
-                        {0.0f, false, 5e-4f, true, 0.75f},
-                        {0.5f, false, 0.0f, false, 3.0f}};
+  const Case cases[] = {{0.9f, false, 5e-4f, false, 1.0f, false},
+                        {0.9f, true, 1e-4f, true, 0.25f, true},
+                        {0.0f, false, 5e-4f, true, 0.75f, true},
+                        {0.5f, false, 0.0f, false, 3.0f, false}};
   const int64_t n = 100003;  // not a multiple of the block
   for (const Case& c : cases) {
     SCOPED_TRACE("momentum=" + std::to_string(c.momentum) + " nesterov=" + std::to_string(c.nesterov));
     auto p = gpu_test::random_floats(n, 21), v = gpu_test::random_floats(n, 22, -0.1f, 0.1f);
-    std::vector<float> mask(n);
+    std::vector<float> mask(n), group(n);
     for (int64_t i = 0; i < n; ++i) mask[i] = (i % 7 == 0) ? 0.0f : 1.0f;  // "biases and BN": no decay
-    cuda::DeviceBuffer<float> dp(n), dv(n), dg(n), dmask(n);
+    for (int64_t i = 0; i < n; ++i) group[i] = (i % 3 == 0) ? 1.0f : 0.0f;
+    cuda::DeviceBuffer<float> dp(n), dv(n), dg(n), dmask(n), dgroup(n);
     dp.upload(p);
     dv.upload(v);
     dmask.upload(mask);
+    dgroup.upload(group);
+    const float* twin_group = c.group ? group.data() : nullptr;
+    const float* device_group = c.group ? dgroup.data() : nullptr;
     cuda::SgdStep s;
     s.momentum = c.momentum, s.nesterov = c.nesterov, s.weight_decay = c.wd, s.grad_scale = c.scale;
     for (int step = 0; step < 3; ++step) {
       s.lr = 0.1f / (step + 1);
+      s.group_lr = 0.05f * (step + 1);
       auto g = gpu_test::random_floats(n, 30 + step);
       dg.upload(g);
-      gpu_test::sgd_update_twin(p.data(), v.data(), g.data(), c.mask ? mask.data() : nullptr, n, s);
-      cuda::sgd_update(dp.data(), c.momentum ? dv.data() : nullptr, dg.data(), c.mask ? dmask.data() : nullptr, n, s,
+      gpu_test::sgd_update_twin(p.data(), v.data(), g.data(), c.mask ? mask.data() : nullptr, twin_group, n, s);
+      cuda::sgd_update(dp.data(), c.momentum ? dv.data() : nullptr, dg.data(), c.mask ? dmask.data() : nullptr,
+                       device_group, n, s,
                        nullptr);
     }
     expect_close("param", dp.download(), p, 1e-6, 1e-5);
@@ -84,7 +99,7 @@ TEST(CudaSgd, RejectsMissingVelocity) {
   cuda::DeviceBuffer<float> p(4), g(4);
   cuda::SgdStep s;
   s.momentum = 0.9f;
-  EXPECT_THROW(cuda::sgd_update(p.data(), nullptr, g.data(), nullptr, 4, s, nullptr), Error);
+  EXPECT_THROW(cuda::sgd_update(p.data(), nullptr, g.data(), nullptr, nullptr, 4, s, nullptr), Error);
 }
 
 // optim::Sgd on the GPU (this kernel) against optim::Sgd on the CPU, bit for bit: in a job mixing CPU and
@@ -112,6 +127,11 @@ TEST(CudaSgdUpdate, OptimizerMatchesCpuBitForBit) {
       cpu_sgd.step(*cpu, 0.1f / float(step + 1));
       gpu_sgd.step(*gpu, 0.1f / float(step + 1));
     }
+    // YOLOv5's warm-up: the bias group at its own rate, the momentum below the configured one.
+    optim::StepRates warm;
+    warm.lr = 0.01f, warm.bias_lr = 0.07f, warm.momentum = 0.85f;
+    cpu_sgd.step(*cpu, warm);
+    gpu_sgd.step(*gpu, warm);
     Tensor back = gpu->values().to(Device::CPU);
     expect_close("parameters", std::vector<float>(back.data(), back.data() + back.numel()),
                  std::vector<float>(cpu->values().data(), cpu->values().data() + cpu->count()), 0, 0);

@@ -9,9 +9,10 @@
 
 namespace gpu_test {
 
-void sgd_update_twin(float* param, float* velocity, const float* grad, const float* decay_mask, int64_t n,
-                     const hetrain::cuda::SgdStep& s) {
+void sgd_update_twin(float* param, float* velocity, const float* grad, const float* decay_mask,
+                     const float* lr_group, int64_t n, const hetrain::cuda::SgdStep& s) {
   for (int64_t i = 0; i < n; ++i) {
+    const float lr = lr_group && lr_group[i] != 0.0f ? s.group_lr : s.lr;
     const float wd = decay_mask ? s.weight_decay * decay_mask[i] : s.weight_decay;
     const float g = s.grad_scale * grad[i] + wd * param[i];
     float step = g;
@@ -19,7 +20,7 @@ void sgd_update_twin(float* param, float* velocity, const float* grad, const flo
       velocity[i] = s.momentum * velocity[i] + g;
       step = s.nesterov ? g + s.momentum * velocity[i] : velocity[i];
     }
-    param[i] -= s.lr * step;
+    param[i] -= lr * step;
   }
 }
 

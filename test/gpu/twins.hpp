@@ -8,8 +8,8 @@
 #include "hetrain/precision.hpp"
 
 namespace gpu_test {
-void sgd_update_twin(float* param, float* velocity, const float* grad, const float* decay_mask, int64_t n,
-                     const hetrain::cuda::SgdStep& step);
+void sgd_update_twin(float* param, float* velocity, const float* grad, const float* decay_mask,
+                     const float* lr_group, int64_t n, const hetrain::cuda::SgdStep& s);
 int64_t count_nonfinite_twin(const float* x, int64_t n);
 // cuda::cast_to_16bit's rounding (precision BF16 or FP16), returned as the float it widens back to: round to
 // nearest, ties to even, to `digits` significand bits (8 or 11) with subnormals below 2^-126 or 2^-14;

@@ -131,3 +131,48 @@ TEST(LrSchedule, RejectsBadConfig) {
   c.decay = "step", c.milestones = {5, 3};
   EXPECT_THROW(LrSchedule(c, 256, 10), Error);
 }
+
+// YOLOv5's warm-up over 4 steps (f = 1/4 … 1): the bias rate 0.1·(1−f) + lr, the momentum 0.8 + 0.137·f;
+// after the warm-up both are the plain ones.
+TEST(LrSchedule, Yolov5WarmupMovesTheBiasRateAndTheMomentum) {
+  ScheduleConfig c;
+  c.base_lr = 0.01f, c.warmup_steps = 4, c.decay = "constant", c.warmup_bias_lr = 0.1f, c.warmup_momentum = 0.8f;
+  LrSchedule s(c, 64, 10);
+  const StepRates first = s.rates(0, 0.937f), last = s.rates(3, 0.937f), after = s.rates(4, 0.937f);
+  EXPECT_FLOAT_EQ(first.lr, 0.0025f);
+  EXPECT_FLOAT_EQ(first.bias_lr, 0.075f + 0.0025f);
+  EXPECT_FLOAT_EQ(first.momentum, 0.8f + 0.137f * 0.25f);
+  EXPECT_FLOAT_EQ(last.lr, 0.01f);
+  EXPECT_FLOAT_EQ(last.bias_lr, 0.01f);
+  EXPECT_FLOAT_EQ(last.momentum, 0.937f);
+  EXPECT_EQ(after.bias_lr, after.lr);
+  EXPECT_EQ(after.momentum, 0.937f);
+  for (int64_t t = 1; t < 4; ++t) EXPECT_LT(s.rates(t, 0.937f).bias_lr, s.rates(t - 1, 0.937f).bias_lr);
+  // Without the YOLOv5 fields every rate is the schedule's and the optimizer's.
+  c.warmup_bias_lr = 0.0f, c.warmup_momentum = -1.0f;
+  LrSchedule plain(c, 64, 10);
+  EXPECT_EQ(plain.rates(0, 0.9f).bias_lr, plain.at(0));
+  EXPECT_EQ(plain.rates(0, 0.9f).momentum, 0.9f);
+  c.warmup_momentum = 1.0f;
+  EXPECT_THROW(LrSchedule(c, 64, 10), Error);
+}
+
+// The bias group (kind Bias or BnBias) steps at bias_lr, the rest at lr, both with the step's momentum.
+// lr 0.5 / bias lr 1.0, μ 0.5, grad 0.5, no decay: w = 1 − .5·.5 = .75, b = 2 − 1·.5 = 1.5; then
+// v = .25 + .5 = .75: w = .75 − .375 = .375, b = 1.5 − .75 = .75.
+TEST(Sgd, BiasGroupStepsAtItsOwnRate) {
+  Fixture f;
+  Sgd sgd(f.pb, sgd_cfg(0.9f, false, 0.0f, true));
+  StepRates r;
+  r.lr = 0.5f, r.bias_lr = 1.0f, r.momentum = 0.5f;
+  for (int s = 0; s < 2; ++s) {
+    f.pb.grads().fill(0.5f);
+    sgd.step(f.pb, r);
+    EXPECT_FLOAT_EQ(f.pb.values()[0], s == 0 ? 0.75f : 0.375f);
+    EXPECT_FLOAT_EQ(f.pb.values()[1], s == 0 ? 1.5f : 0.75f);
+  }
+  r.momentum = 0.0f;
+  EXPECT_NO_THROW(sgd.step(f.pb, r));
+  Sgd nesterov(f.pb, sgd_cfg(0.9f, true, 0.0f, true));
+  EXPECT_THROW(nesterov.step(f.pb, r), Error);  // Nesterov without momentum
+}

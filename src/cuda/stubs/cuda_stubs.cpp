@@ -47,7 +47,9 @@ void accumulate(float*, const float*, int64_t, CudaStream) { HT_NO_CUDA(); }
 void scale(float*, float, int64_t, CudaStream) { HT_NO_CUDA(); }
 int64_t conv_algorithm_searches() { return 0; }  // true: nothing was searched
 void count_nonfinite(int64_t*, const float*, int64_t, CudaStream) { HT_NO_CUDA(); }
-void sgd_update(float*, float*, const float*, const float*, int64_t, const SgdStep&, CudaStream) { HT_NO_CUDA(); }
+void sgd_update(float*, float*, const float*, const float*, const float*, int64_t, const SgdStep&, CudaStream) {
+  HT_NO_CUDA();
+}
 void normalize_crop_flip(float*, const uint8_t*, const int32_t*, const ImageGeom&, CudaStream) { HT_NO_CUDA(); }
 
 NcclIdBytes nccl_unique_id() { HT_NO_CUDA(); }
