@@ -17,6 +17,10 @@ resnet18 / resnet50 with 3 input channels, into torchvision.models.resnet18/50(n
 checkpoint's model, input shape and class count travel with it as the attribute `hetrain` of the
 OrderedDict (load_state_dict ignores it; hetrain_models.load uses it). The optimizer's momentum buffers
 are not written (--model-only, the default).
+
+A checkpoint of a run with --ema-decay also holds the moving average of the weights (/ema/parameters,
+/ema/buffers): that is what is exported, as YOLOv5 exports its EMA, unless --no-ema asks for the trained
+weights themselves.
 """
 
 import argparse
@@ -30,7 +34,7 @@ import numpy as np
 
 FORMAT = "hetrain-checkpoint"
 VERSION = 1
-GROUPS = ("parameters", "buffers", "optimizer/momentum_buffer")
+GROUPS = ("parameters", "buffers", "optimizer/momentum_buffer", "ema/parameters", "ema/buffers")
 
 
 # A checkpoint's attributes can be anything (a crafted file, another program's): an error message quotes at
@@ -104,8 +108,9 @@ def _check_against_tensors(path, meta, tensors):
                 path, what, meta["num_classes"] if what == "num_classes" else meta["input_shape"], key, list(t.shape)))
 
 
-def read_checkpoint(path):
-    """(meta, state_dict) of a verified hetrain checkpoint; raises CheckpointError."""
+def read_checkpoint(path, use_ema=True):
+    """(meta, state_dict) of a verified hetrain checkpoint; raises CheckpointError. With use_ema, a checkpoint
+    that holds a moving average of the weights gives the average (meta["ema"] says which was taken)."""
     import h5py
     import torch
     if not os.path.isfile(path):
@@ -178,8 +183,7 @@ def read_checkpoint(path):
             path, meta["model"], "x".join(map(str, meta["input_shape"])), meta["num_classes"],
             _clip(str(e).splitlines()[0] if str(e) else type(e).__name__)))
     reference = module.state_dict()
-    names = {("parameters" if group == "parameters" else "buffers", name)
-             for group, name in tensors if group != "optimizer/momentum_buffer"}
+    names = {(group, name) for group, name in tensors if group in ("parameters", "buffers")}
     params = {n for n, _ in module.named_parameters()}
     want = {("parameters" if n in params else "buffers", n) for n in reference}
     if names != want:
@@ -195,21 +199,33 @@ def read_checkpoint(path):
     momentum = {name for group, name in tensors if group == "optimizer/momentum_buffer"}
     if momentum != params:
         raise CheckpointError("%s: /optimizer/momentum_buffer does not hold one dataset per parameter" % path)
+    # The moving average holds every parameter and every float buffer (not num_batches_tracked).
+    has_ema = any(group.startswith("ema/") for group, _ in tensors)
+    if has_ema:
+        averaged = {(group[4:], name) for group, name in tensors if group.startswith("ema/")}
+        if averaged != {k for k in want if not k[1].endswith("num_batches_tracked")}:
+            raise CheckpointError("%s: /ema does not hold one dataset per parameter and running statistic" % path)
+    meta["ema"] = has_ema and use_ema
     state_dict = OrderedDict()
     for key, ref in reference.items():
         group = "parameters" if key in params else "buffers"
-        for g in ((group,) if group == "buffers" else (group, "optimizer/momentum_buffer")):
+        source = "ema/" + group if meta["ema"] and not key.endswith("num_batches_tracked") else group
+        checked = (group,) if group == "buffers" else (group, "optimizer/momentum_buffer")
+        if has_ema and not key.endswith("num_batches_tracked"):
+            checked += ("ema/" + group,)
+        for g in checked:
             a = tensors[(g, key)]
             want_dtype = np.int64 if ref.dtype == torch.int64 else np.float32
             if a.dtype != want_dtype or tuple(a.shape) != tuple(ref.shape):
                 raise CheckpointError("%s: /%s/%s is %s %s, %s expects %s %s" % (
                     path, g, key, a.dtype, list(a.shape), meta["model"], np.dtype(want_dtype), list(ref.shape)))
-        state_dict[key] = torch.from_numpy(tensors[(group, key)].copy())  # a 0-d array stays 0-d
+        state_dict[key] = torch.from_numpy(tensors[(source, key)].copy())  # a 0-d array stays 0-d
     state_dict._metadata = getattr(reference, "_metadata", None)  # module versions, as state_dict() gives
     if state_dict._metadata is None:
         del state_dict._metadata
     state_dict.hetrain = {"model": meta["model"], "input_shape": meta["input_shape"],
-                          "num_classes": meta["num_classes"], "global_step": meta["global_step"]}
+                          "num_classes": meta["num_classes"], "global_step": meta["global_step"],
+                          "moving_average": meta["ema"]}
     return meta, state_dict
 
 
@@ -226,6 +242,9 @@ def main(argv=None):
     p.add_argument("-o", "--output", help="the .pt file to write")
     p.add_argument("--model-only", action="store_true", default=True,
                    help="write the model's parameters and buffers only, no optimizer state (the default)")
+    p.add_argument("--no-ema", dest="use_ema", action="store_false",
+                   help="export the trained weights even when the checkpoint holds their moving average "
+                        "(--ema-decay), which is exported by default")
     p.add_argument("--print", dest="print_keys", action="store_true",
                    help="list the state_dict's keys, types and shapes")
     args = p.parse_args(argv)
@@ -242,7 +261,7 @@ def main(argv=None):
         except OSError as e:
             return _fail("%s: cannot write (%s)" % (args.output, e.strerror or e))
     try:
-        meta, state_dict = read_checkpoint(args.checkpoint)
+        meta, state_dict = read_checkpoint(args.checkpoint, args.use_ema)
     except Exception as e:  # noqa: BLE001 -- every bad input is one line, never a traceback
         if tmp:
             out.close()
@@ -252,9 +271,9 @@ def main(argv=None):
         return _fail("%s: cannot read the checkpoint: %s: %s" % (args.checkpoint, type(e).__name__,
                                                                  _clip(str(e).splitlines()[0] if str(e) else "")))
     if args.print_keys:
-        print("%s: %s, input %s, %d classes, step %d" % (
+        print("%s: %s, input %s, %d classes, step %d%s" % (
             args.checkpoint, meta["model"], "x".join(map(str, meta["input_shape"])), meta["num_classes"],
-            meta["global_step"]))
+            meta["global_step"], ", moving average of the weights" if meta["ema"] else ""))
         for k, t in state_dict.items():
             print("  %-40s %-8s %s" % (k, str(t.dtype).replace("torch.", ""), list(t.shape)))
     if args.output:

@@ -172,6 +172,8 @@ void add_forward(float* out, const float* a, const float* b, int64_t n, CudaStre
 void accumulate(float* acc, const float* x, int64_t n, CudaStream stream);
 // x [n] *= a (the b_r/B weight of a rank's gradient before the sum over ranks)
 void scale(float* x, float a, int64_t n, CudaStream stream);
+// avg [n] ← decay·avg + (1 − decay)·x, each product and the sum rounded on its own (kernels/ema.cu)
+void ema_update(float* avg, const float* x, float decay, int64_t n, CudaStream stream);
 // *count += number of NaN/±Inf elements of x [n]. count: one device int64 (zero it first).
 void count_nonfinite(int64_t* count, const float* x, int64_t n, CudaStream stream);
 

@@ -75,4 +75,42 @@ class LrSchedule {
   int64_t total_steps_;
 };
 
+// YOLOv5's exponential moving average of the weights (its ModelEMA; docs/detection.md, "Weight average"):
+// after each update avg ← d·avg + (1 − d)·model over the parameters and the batch-norm running statistics,
+// d = decay·(1 − exp(−updates / ramp)), so that the young average follows the model closely. Validation,
+// checkpoints' evaluation and export use the average; training never reads it.
+class WeightAverage {
+ public:
+  // Starts as a copy of the model's values and statistics, with no update counted.
+  WeightAverage(const nn::ParamBuffer& params, float decay, float ramp);
+  // After an update of `params`: counts it, then steps the average (on the parameters' device).
+  void update(const nn::ParamBuffer& params);
+  // Exchanges the contents of the average and the model (its values and statistics); twice restores both.
+  void exchange(nn::ParamBuffer& params);
+  float decay_at(int64_t updates) const;  // d after `updates` updates
+  int64_t updates() const { return updates_; }
+  void set_updates(int64_t updates) { updates_ = updates; }  // from a checkpoint
+  Tensor& values() { return values_; }  // [params.count()], on the parameters' device once updated
+  Tensor& states() { return states_; }  // [params.state_count()]
+  float decay() const { return decay_; }
+
+ private:
+  float decay_, ramp_;
+  int64_t updates_ = 0;
+  Tensor values_, states_;
+};
+
+// Swaps the average into the model for its lifetime (validation with the average), back on destruction.
+class AverageSwappedIn {
+ public:
+  AverageSwappedIn(WeightAverage& average, nn::ParamBuffer& params);
+  ~AverageSwappedIn();
+  AverageSwappedIn(const AverageSwappedIn&) = delete;
+  AverageSwappedIn& operator=(const AverageSwappedIn&) = delete;
+
+ private:
+  WeightAverage& average_;
+  nn::ParamBuffer& params_;
+};
+
 }  // namespace hetrain::optim

@@ -50,6 +50,8 @@ struct TrainConfig {
   float weight_decay = 5e-4f;
   bool decay_bn_and_bias = true;
   float label_smoothing = 0.0f;
+  float ema_decay = 0.0f;           // > 0: validate and checkpoint a moving average of the weights (YOLOv5: 0.9999)
+  float ema_ramp = 2000.0f;         // its decay's ramp in updates, decay·(1 − exp(−updates/ramp))
   std::string batch_norm = "local";  // --bn: local | sync | ghost:G (docs/architecture.md, "Batch norm")
   uint64_t seed = 1;
   int threads = 1;

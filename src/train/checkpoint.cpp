@@ -75,9 +75,19 @@ std::vector<TensorEntry> tensor_entries(const nn::ParamBuffer& layout, const Che
   for (const std::string& layer : bn_layers)
     buffers.push_back({"buffers", layer + ".num_batches_tracked", {}, true, &t.num_batches_tracked,
                        fill ? &fill->num_batches_tracked : nullptr});
+  // The moving average's tensors, after the others: a file without one checksums as before.
+  std::vector<TensorEntry> ema_params, ema_buffers;
+  if (t.has_ema()) {
+    for (const nn::ParamSpec& s : layout.specs())
+      ema_params.push_back({"ema/parameters", s.name, s.shape, false, t.ema_values.data() + s.offset,
+                            fill ? fill->ema_values.data() + s.offset : nullptr});
+    for (const nn::ParamSpec& s : layout.state_specs())
+      ema_buffers.push_back({"ema/buffers", s.name, s.shape, false, t.ema_states.data() + s.offset,
+                             fill ? fill->ema_states.data() + s.offset : nullptr});
+  }
   auto by_name = [](const TensorEntry& a, const TensorEntry& b) { return a.name < b.name; };
   std::vector<TensorEntry> all;
-  for (auto* group : {&params, &buffers, &momentum}) {
+  for (auto* group : {&params, &buffers, &momentum, &ema_params, &ema_buffers}) {
     std::sort(group->begin(), group->end(), by_name);
     all.insert(all.end(), group->begin(), group->end());
   }
@@ -252,7 +262,7 @@ std::vector<std::string> folder_entries(const std::string& dir) {
   return out;
 }
 
-void write_objects(hid_t file, const std::string& tmp, const CheckpointInfo& info,
+void write_objects(hid_t file, const std::string& tmp, const CheckpointInfo& info, const CheckpointTensors& t,
                    const std::vector<TensorEntry>& entries) {
   h5::write_string_attr(file, "format", kFormat);
   h5::write_int_attr(file, "version", kVersion);
@@ -272,7 +282,10 @@ void write_objects(hid_t file, const std::string& tmp, const CheckpointInfo& inf
   h5::write_int_attr(file, "world_size", info.world_size);
   write_u64_attr(file, "checksum_crc32", checksum(entries, false), H5T_STD_U32LE);
 
-  for (const char* g : {"parameters", "buffers", "optimizer", "optimizer/momentum_buffer", "schedule", "balancer"})
+  std::vector<const char*> groups = {"parameters", "buffers", "optimizer", "optimizer/momentum_buffer", "schedule",
+                                     "balancer"};
+  if (t.has_ema()) groups.insert(groups.end(), {"ema", "ema/parameters", "ema/buffers"});
+  for (const char* g : groups)
     make_group(file, g);
   for (const TensorEntry& e : entries) write_tensor(file, e);
 
@@ -309,6 +322,10 @@ void write_objects(hid_t file, const std::string& tmp, const CheckpointInfo& inf
     HT_CHECK(d.valid() && H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &text) >= 0,
              "cannot write /config: ", h5::last_error());
   }
+  if (t.has_ema()) {
+    Id ema(H5Gopen2(file, "ema", H5P_DEFAULT));
+    h5::write_int_attr(ema, "updates", t.ema_updates, H5T_STD_I64LE);
+  }
   Id bal(H5Gopen2(file, "balancer", H5P_DEFAULT));
   write_array(bal, "split", info.split, H5T_STD_I64LE, H5T_NATIVE_INT64);
   write_array(bal, "alpha", info.alpha, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE);
@@ -320,7 +337,7 @@ void write_objects(hid_t file, const std::string& tmp, const CheckpointInfo& inf
 // The whole file is built in memory (HDF5's core driver, nothing touches the disk) and handed back as
 // bytes: the disk then sees one plain write that can fail cleanly (disk full, folder gone), never a
 // half-closed HDF5 file.
-std::vector<char> file_image(const std::string& name, const CheckpointInfo& info,
+std::vector<char> file_image(const std::string& name, const CheckpointInfo& info, const CheckpointTensors& t,
                              const std::vector<TensorEntry>& entries) {
   size_t bytes = size_t(1) << 20;  // attributes, groups and the configuration text
   for (const TensorEntry& e : entries) bytes += e.bytes() + 1024;
@@ -329,7 +346,7 @@ std::vector<char> file_image(const std::string& name, const CheckpointInfo& info
            "cannot set up an in-memory HDF5 file: ", h5::last_error());
   Id file(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl));
   HT_CHECK(file.valid(), "cannot create an in-memory HDF5 file: ", h5::last_error());
-  write_objects(file, name, info, entries);
+  write_objects(file, name, info, t, entries);
   HT_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL) >= 0, "cannot flush the in-memory HDF5 file: ", h5::last_error());
   const ssize_t size = H5Fget_file_image(file, nullptr, 0);
   HT_CHECK(size > 0, "cannot size the in-memory HDF5 file: ", h5::last_error());
@@ -346,12 +363,15 @@ void write_checkpoint(const std::string& path, const CheckpointInfo& info, const
   HT_CHECK(int64_t(t.values.size()) == layout.count() && int64_t(t.momentum.size()) == layout.count() &&
                int64_t(t.states.size()) == layout.state_count(),
            "internal: checkpoint tensors do not match the model");
+  HT_CHECK(!t.has_ema() || (int64_t(t.ema_values.size()) == layout.count() &&
+                            int64_t(t.ema_states.size()) == layout.state_count()),
+           "internal: the checkpoint's weight average does not match the model");
   const std::vector<TensorEntry> entries = tensor_entries(layout, t, nullptr);
   std::vector<char> image;
   {
     std::lock_guard<std::mutex> lock(data::hdf5_mutex());  // the prefetcher reads HDF5 meanwhile
     h5::quiet();
-    image = file_image(path, info, entries);
+    image = file_image(path, info, t, entries);
   }
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -444,9 +464,15 @@ CheckpointTensors read_checkpoint_tensors(const std::string& path, const nn::Par
   t.values.resize(size_t(layout.count()));
   t.momentum.resize(size_t(layout.count()));
   t.states.resize(size_t(layout.state_count()));
-  const std::vector<TensorEntry> entries = tensor_entries(layout, t, &t);
   std::lock_guard<std::mutex> lock(data::hdf5_mutex());
   Id file = open_checkpoint(path);
+  if (H5Lexists(file, "ema", H5P_DEFAULT) > 0) {  // a --ema-decay run's
+    t.ema_values.resize(size_t(layout.count()));
+    t.ema_states.resize(size_t(layout.state_count()));
+    Id ema(H5Gopen2(file, "ema", H5P_DEFAULT));
+    t.ema_updates = h5::read_int_attr(ema, "updates", path);
+  }
+  const std::vector<TensorEntry> entries = tensor_entries(layout, t, &t);
   for (const TensorEntry& e : entries) read_tensor(file, e, path);
   const uint64_t stored = read_u64_attr(file, "checksum_crc32", path);
   const uint32_t computed = checksum(entries, true);

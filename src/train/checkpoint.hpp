@@ -46,6 +46,11 @@ struct CheckpointTensors {
   std::vector<float> states;    // [params.state_count()]: BN running statistics
   std::vector<float> momentum;  // [params.count()]
   int64_t num_batches_tracked = 0;
+  // --ema-decay runs: the moving average of the weights (optim::WeightAverage), in the same layout; empty
+  // when the run keeps none.
+  std::vector<float> ema_values, ema_states;
+  int64_t ema_updates = 0;
+  bool has_ema() const { return !ema_values.empty(); }
 };
 
 // Writes `path` atomically: PATH.tmp-PID in the same folder, flushed and fsync'ed, renamed, folder fsync'ed.

@@ -77,7 +77,7 @@ void Checkpointer::written(const std::string& path, int64_t step, Clock::time_po
 }
 
 std::string Checkpointer::write(const CheckpointInfo& info, const nn::ParamBuffer& params, optim::Sgd& sgd,
-                                dist::StepArrival& meet, int64_t step) {
+                                dist::StepArrival& meet, int64_t step, optim::WeightAverage* ema) {
   const auto start = Clock::now();
   const std::string path = checkpoint_path(dir_, info.global_step);
   std::string problem;
@@ -88,6 +88,11 @@ std::string Checkpointer::write(const CheckpointInfo& info, const nn::ParamBuffe
       t.states = host_copy(params.states());
       t.momentum = host_copy(sgd.momentum_buffer());
       t.num_batches_tracked = info.global_step;
+      if (ema) {
+        t.ema_values = host_copy(ema->values());
+        t.ema_states = host_copy(ema->states());
+        t.ema_updates = ema->updates();
+      }
       write_file(path, info, params, t);
     });
   // A write takes as long as it takes within twice the stall timeout: the others' wait is watched, so a

@@ -21,7 +21,7 @@ std::string TrainConfig::canonical() const {
      << "\nwarmup_bias_lr=" << warmup_bias_lr << "\nwarmup_momentum=" << warmup_momentum << "\nschedule=" << schedule << "\nmilestones=" << list(milestones)
      << "\ngamma=" << gamma << "\nmomentum=" << momentum << "\nnesterov=" << nesterov
      << "\nweight_decay=" << weight_decay << "\ndecay_bn_and_bias=" << decay_bn_and_bias
-     << "\nlabel_smoothing=" << label_smoothing << "\nbn=" << batch_norm << "\nprecision=" << precision_name(precision) << "\nseed=" << seed << "\nbalance=" << balance
+     << "\nlabel_smoothing=" << label_smoothing << "\nema_decay=" << ema_decay << "\nema_ramp=" << ema_ramp << "\nbn=" << batch_norm << "\nprecision=" << precision_name(precision) << "\nseed=" << seed << "\nbalance=" << balance
      << "\nmode=" << mode << "\ngroups=" << groups << "\nelastic_alpha=" << elastic_alpha
      << "\nelastic_every=" << elastic_every << "\nlocal_batch=" << local_batch
      << "\nrebalance_every=" << rebalance_every << "\nmax_local_batch=" << max_local_batch

@@ -138,11 +138,11 @@ EvalResult result_of(const EvalTotals& t, int64_t classes) {
 }
 
 // Rank 0's lines.
-void print_evaluation(const EvalConfig& cfg, const ModelFacts& facts, int64_t step, const Setup& s, int ranks,
-                      const EvalResult& r) {
+void print_evaluation(const EvalConfig& cfg, const ModelFacts& facts, int64_t step, bool averaged, const Setup& s,
+                      int ranks, const EvalResult& r) {
   if (!cfg.quiet)
-    std::printf("eval: %s (%s, step %lld) on %s, %d rank(s)\n", cfg.checkpoint.c_str(), facts.name.c_str(),
-                (long long)step, s.val->info().path.c_str(), ranks);
+    std::printf("eval: %s (%s, step %lld%s) on %s, %d rank(s)\n", cfg.checkpoint.c_str(), facts.name.c_str(),
+                (long long)step, averaged ? ", moving average of the weights" : "", s.val->info().path.c_str(), ranks);
   if (r.map50 >= 0) {  // a detector
     std::printf("samples %lld  loss %.4f  mAP@0.5 %.4f  mAP@0.5:0.95 %.4f", (long long)r.samples, r.loss, r.map50,
                 r.map50_95);
@@ -165,6 +165,9 @@ EvalResult run_evaluation(const EvalConfig& cfg) {
   int64_t step = 0;
   if (loaded) tensors = std::move(loaded->tensors), step = loaded->info.global_step;
   broadcast_checkpoint(world.comm(), world.rank() == 0, tensors, step, s.model->params());
+  // A --ema-decay run's checkpoint is evaluated with its moving average, which its validation used too.
+  const bool averaged = tensors.has_ema();
+  if (averaged) tensors.values = std::move(tensors.ema_values), tensors.states = std::move(tensors.ema_states);
   apply_checkpoint(tensors, s.model->params(), nullptr);
 
   std::unique_ptr<DeviceInput> input;
@@ -186,7 +189,7 @@ EvalResult run_evaluation(const EvalConfig& cfg) {
   dist::agree_on_root(world.comm(), [&] { HT_CHECK(dump_error.empty(), dump_error); });
 
   const EvalResult r = result_of(t, facts.classes);
-  if (world.rank() == 0) print_evaluation(cfg, facts, step, s, world.size(), r);
+  if (world.rank() == 0) print_evaluation(cfg, facts, step, averaged, s, world.size(), r);
   return r;
 }
 

@@ -165,14 +165,21 @@ bool broadcast_checkpoint(MPI_Comm comm, bool has, CheckpointTensors& t, int64_t
   int flag = has ? 1 : 0;
   HT_MPI_CHECK(MPI_Bcast(&flag, 1, MPI_INT, 0, comm));
   if (!flag) return false;
-  int64_t head[2] = {global_step, t.num_batches_tracked};
-  HT_MPI_CHECK(MPI_Bcast(head, 2, MPI_INT64_T, 0, comm));
+  int64_t head[4] = {global_step, t.num_batches_tracked, t.has_ema() ? 1 : 0, t.ema_updates};
+  HT_MPI_CHECK(MPI_Bcast(head, 4, MPI_INT64_T, 0, comm));
   global_step = head[0];
   t.num_batches_tracked = head[1];
+  t.ema_updates = head[3];
   t.values.resize(size_t(layout.count()));
   t.momentum.resize(size_t(layout.count()));
   t.states.resize(size_t(layout.state_count()));
-  for (std::vector<float>* v : {&t.values, &t.momentum, &t.states}) {
+  std::vector<std::vector<float>*> sent = {&t.values, &t.momentum, &t.states};
+  if (head[2]) {
+    t.ema_values.resize(size_t(layout.count()));
+    t.ema_states.resize(size_t(layout.state_count()));
+    sent.insert(sent.end(), {&t.ema_values, &t.ema_states});
+  }
+  for (std::vector<float>* v : sent) {
     constexpr size_t kChunk = size_t(1) << 30;  // MPI counts are ints
     for (size_t off = 0; off < v->size(); off += kChunk)
       HT_MPI_CHECK(MPI_Bcast(v->data() + off, int(std::min(kChunk, v->size() - off)), MPI_FLOAT, 0, comm));

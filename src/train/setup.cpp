@@ -208,6 +208,9 @@ Mode check_options(const TrainConfig& cfg, int ranks) {
            "--warmup-momentum must be in [0, 1), got ", cfg.warmup_momentum);
   HT_CHECK(cfg.warmup_momentum < 0 || !cfg.nesterov || cfg.warmup_momentum > 0,
            "--warmup-momentum 0 with --nesterov: Nesterov needs a momentum > 0");
+  HT_CHECK(std::isfinite(cfg.ema_decay) && cfg.ema_decay >= 0 && cfg.ema_decay < 1,
+           "--ema-decay must be in [0, 1) (0: no moving average), got ", cfg.ema_decay);
+  HT_CHECK(std::isfinite(cfg.ema_ramp) && cfg.ema_ramp > 0, "--ema-ramp must be > 0 updates, got ", cfg.ema_ramp);
   HT_CHECK(cfg.val_every_samples >= 0, "--val-every-samples must not be negative, got ", cfg.val_every_samples);
   HT_CHECK(cfg.max_steps >= 0, "--max-steps must not be negative, got ", cfg.max_steps);
   HT_CHECK(cfg.stop_at_step >= 0, "--stop-at-step must not be negative, got ", cfg.stop_at_step);
@@ -226,6 +229,8 @@ Mode check_options(const TrainConfig& cfg, int ranks) {
     HT_CHECK(cfg.elastic_every >= 1, "--elastic-every must be at least 1 local step, got ", cfg.elastic_every);
     HT_CHECK(cfg.local_batch >= 0, "--local-batch must not be negative, got ", cfg.local_batch);
     HT_CHECK(cfg.stop_at_step == 0, "--stop-at-step is for the synchronous mode (async ranks have no common step)");
+    HT_CHECK(cfg.ema_decay == 0, "--ema-decay keeps its moving average in the synchronous mode only; --mode ",
+             cfg.mode, " does not keep one yet (docs/detection.md, \"Weight average\")");
   }
   if (mode == Mode::Hybrid) parse_groups(cfg.groups, ranks);
   dist::bucket_floats(cfg.bucket_mb);     // throws for a bad --bucket-mb
@@ -490,6 +495,25 @@ void apply_memory_caps(const TrainConfig& cfg, const dist::World& world, Setup& 
   }
 }
 
+// --ema-decay: the moving average starts from the model as it stands (initialised, or resumed: then the
+// checkpoint's average, when it has one, continues).
+void start_weight_average(const TrainConfig& cfg, Setup& s, const CheckpointTensors* resumed) {
+  if (cfg.ema_decay == 0) {
+    if (resumed && resumed->has_ema())
+      s.notes.push_back("resume: the checkpoint's moving average of the weights is dropped (no --ema-decay)");
+    return;
+  }
+  s.ema = std::make_unique<optim::WeightAverage>(s.model->params(), cfg.ema_decay, cfg.ema_ramp);
+  if (!resumed) return;
+  if (!resumed->has_ema()) {
+    s.notes.push_back("resume: the checkpoint keeps no moving average; --ema-decay starts one from its weights");
+    return;
+  }
+  std::copy(resumed->ema_values.begin(), resumed->ema_values.end(), s.ema->values().data());
+  std::copy(resumed->ema_states.begin(), resumed->ema_states.end(), s.ema->states().data());
+  s.ema->set_updates(resumed->ema_updates);
+}
+
 }  // namespace
 
 Setup make_setup(const TrainConfig& cfg, dist::World& world) {
@@ -513,8 +537,9 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
   }
   s.resume.reset();
   s.loss_scaler = LossScaler(cfg.precision == Precision::FP16);
-  if (broadcast_checkpoint(world.comm(), world.rank() == 0 && !tensors.values.empty(), tensors, step,
-                           s.model->params())) {
+  const bool resumed = broadcast_checkpoint(world.comm(), world.rank() == 0 && !tensors.values.empty(), tensors, step,
+                                           s.model->params());
+  if (resumed) {
     apply_checkpoint(tensors, s.model->params(), s.sgd.get());
     HT_MPI_CHECK(MPI_Bcast(&position, 1, MPI_INT64_T, 0, world.comm()));
     set_resume_point(cfg, s, step, position);
@@ -522,6 +547,7 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
     // A checkpoint of a run at another precision has no scale: the scaler starts afresh.
     if (s.loss_scaler.active() && scale_state[0] > 0) s.loss_scaler.restore(scale_state[0], int64_t(scale_state[1]));
   }
+  start_weight_average(cfg, s, resumed ? &tensors : nullptr);
   world.check_identical(s.model->params().values().data(), s.model->params().count(), "initial parameters");
   s.hosts = dist::allgather_strings(world.comm(), world.host());
   s.arrival = std::make_unique<dist::StepArrival>(world.comm(), s.hosts, cfg.stall_timeout);

@@ -34,6 +34,7 @@ struct Setup {
   std::unique_ptr<data::EpochPlan> plan;
   std::unique_ptr<optim::LrSchedule> schedule;
   std::unique_ptr<optim::Sgd> sgd;
+  std::unique_ptr<optim::WeightAverage> ema;  // --ema-decay: the moving average of the weights (sync mode)
   std::unique_ptr<dist::Communicator> comm;
   std::unique_ptr<dist::BucketedReduction> buckets;  // sync with --bucket-mb > 0: reduced during backward (uses comm)
   std::unique_ptr<dist::Balancer> balancer;  // null with a fixed split

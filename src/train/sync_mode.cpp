@@ -115,7 +115,11 @@ class SyncMode final : public TrainingMode {
 
   int64_t validation_every() const override { return cfg_.val_every_samples; }
 
+  // With --ema-decay the moving average is what is validated (as YOLOv5 validates its EMA).
   EvalTotals evaluate(int64_t /*point*/) override {
+    sync_running_stats();
+    if (!s_.ema) return validate(s_, world_.comm());
+    optim::AverageSwappedIn average(*s_.ema, s_.model->params());
     sync_running_stats();
     return validate(s_, world_.comm());
   }
@@ -162,6 +166,7 @@ class SyncMode final : public TrainingMode {
     const optim::StepRates rates = step_rates(s_, plan.global_step);
     const float lr = rates.lr;
     apply_update(s_, rates, skipped, cfg_.debug_consistency, world_.comm(), "parameters");
+    if (s_.ema && !skipped) s_.ema->update(s_.model->params());
     outputs_.log_samples(plan.epoch, plan.indices);
     rebalance(plan, flags);
     last_split_ = plan.split;
@@ -300,7 +305,8 @@ class SyncMode final : public TrainingMode {
   }
 
   // Batch-norm running statistics differ per rank (each saw its own samples): one set for evaluation and
-  // the final model, averaged by the rule of every mode (train/running_stats.hpp), here b_r/B.
+  // the final model, averaged by the rule of every mode (train/running_stats.hpp), here b_r/B. The moving
+  // average's statistics (--ema-decay) are made one set the same way when it is swapped in.
   void sync_running_stats() {
     const int64_t mine = last_split_.empty() ? 0 : last_split_[size_t(world_.rank())];
     train::average_running_stats(*s_.comm, world_.comm(), s_.model->params(), mine, cfg_.debug_consistency);
@@ -318,6 +324,10 @@ class SyncMode final : public TrainingMode {
     const int64_t steps_done = steps_done_;
     s_.arrival->watch(steps_done - 1);  // the statistics' reduction is bounded like the step
     sync_running_stats();
+    if (s_.ema) {  // the average's statistics, one set as well
+      optim::AverageSwappedIn average(*s_.ema, s_.model->params());
+      sync_running_stats();
+    }
     CheckpointInfo info = checkpoint_info(cfg_, s_, steps_done, world_.size());
     info.split = last_split_;
     if (s_.balancer) {
@@ -325,7 +335,7 @@ class SyncMode final : public TrainingMode {
       for (size_t r = 0; r < models.size() && r < info.alpha.size(); ++r)
         info.alpha[r] = models[r].alpha, info.beta[r] = models[r].beta;
     }
-    checkpointer_.write(info, s_.model->params(), *s_.sgd, *s_.arrival, steps_done - 1);
+    checkpointer_.write(info, s_.model->params(), *s_.sgd, *s_.arrival, steps_done - 1, s_.ema.get());
   }
 
  private:

@@ -176,3 +176,33 @@ TEST(Sgd, BiasGroupStepsAtItsOwnRate) {
   Sgd nesterov(f.pb, sgd_cfg(0.9f, true, 0.0f, true));
   EXPECT_THROW(nesterov.step(f.pb, r), Error);  // Nesterov without momentum
 }
+
+// YOLOv5's ModelEMA: d = decay·(1 − exp(−updates/ramp)); avg ← d·avg + (1 − d)·model over the values and the
+// running statistics; exchanging twice gives both back.
+TEST(WeightAverage, FollowsTheModelWithARampedDecay) {
+  ParamBuffer pb;
+  pb.declare("w", {2}, ParamKind::ConvWeight);
+  pb.declare_state("bn.running_mean", {1}, 0.0f);
+  pb.finalize();
+  pb.values()[0] = 1.0f, pb.values()[1] = -1.0f;
+  WeightAverage avg(pb, 0.5f, 1.0f);
+  EXPECT_EQ(avg.updates(), 0);
+  EXPECT_FLOAT_EQ(avg.decay_at(1), float(0.5 * (1 - std::exp(-1.0))));
+  pb.values()[0] = 3.0f, pb.states()[0] = 2.0f;
+  avg.update(pb);
+  const float d = avg.decay_at(1);
+  EXPECT_EQ(avg.updates(), 1);
+  EXPECT_FLOAT_EQ(avg.values()[0], d * 1.0f + (1 - d) * 3.0f);
+  EXPECT_FLOAT_EQ(avg.values()[1], -1.0f);
+  EXPECT_FLOAT_EQ(avg.states()[0], (1 - d) * 2.0f);
+  const float averaged = avg.values()[0];
+  {
+    AverageSwappedIn in(avg, pb);
+    EXPECT_FLOAT_EQ(pb.values()[0], averaged);
+    EXPECT_FLOAT_EQ(avg.values()[0], 3.0f);
+  }
+  EXPECT_FLOAT_EQ(pb.values()[0], 3.0f);
+  EXPECT_FLOAT_EQ(avg.values()[0], averaged);
+  EXPECT_THROW(WeightAverage(pb, 1.0f, 2000.0f), Error);
+  EXPECT_THROW(WeightAverage(pb, 0.9999f, 0.0f), Error);
+}

@@ -61,6 +61,7 @@ CheckpointInfo info_of() {
   c.world_size = 3;
   c.schedule.base_lr = 0.1f, c.schedule.warmup_steps = 10, c.schedule.decay = "step";
   c.schedule.milestones = {60, 120}, c.schedule.gamma = 0.5f;
+  c.schedule.warmup_bias_lr = 0.1f, c.schedule.warmup_momentum = 0.8f;
   c.peak_lr = 0.1f, c.total_steps = 180;
   c.sgd.momentum = 0.9f, c.sgd.nesterov = true, c.sgd.weight_decay = 5e-4f, c.sgd.decay_bn_and_bias = false;
   c.loss_scale = 8192, c.loss_scale_good_steps = 1234;
@@ -98,6 +99,8 @@ TEST(Checkpoint, RoundTripKeepsEveryBit) {
   EXPECT_EQ(c.schedule.decay, "step");
   EXPECT_EQ(c.schedule.milestones, want.schedule.milestones);
   EXPECT_EQ(c.schedule.warmup_steps, 10);
+  EXPECT_FLOAT_EQ(c.schedule.warmup_bias_lr, 0.1f);
+  EXPECT_FLOAT_EQ(c.schedule.warmup_momentum, 0.8f);
   EXPECT_FLOAT_EQ(c.schedule.gamma, 0.5f);
   EXPECT_EQ(c.total_steps, 180);
   EXPECT_TRUE(c.sgd.nesterov);
@@ -114,6 +117,7 @@ TEST(Checkpoint, RoundTripKeepsEveryBit) {
   EXPECT_EQ(back.states, t.states);
   EXPECT_EQ(back.momentum, t.momentum);
   EXPECT_EQ(back.num_batches_tracked, 123);
+  EXPECT_FALSE(back.has_ema());
   // Nothing but the file itself is left in the folder (no temporary).
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()), 1);
 
@@ -123,6 +127,35 @@ TEST(Checkpoint, RoundTripKeepsEveryBit) {
   const std::string path2 = checkpoint_path(dir.path.string(), 124);
   write_checkpoint(path2, fp32, m->params(), t);
   EXPECT_EQ(read_checkpoint_info(path2).loss_scale, 0);
+}
+
+// --ema-decay: the moving average travels beside the model, in its own group, covered by the checksum.
+TEST(Checkpoint, MovingAverageRoundTrips) {
+  TempDir dir;
+  auto m = resnet20();
+  CheckpointTensors t = tensors_of(*m);
+  t.ema_values = t.values, t.ema_states = t.states;
+  for (float& v : t.ema_values) v *= 0.5f;
+  for (float& v : t.ema_states) v += 1.0f;
+  t.ema_updates = 77;
+  const std::string path = checkpoint_path(dir.path.string(), 5);
+  write_checkpoint(path, info_of(), m->params(), t);
+  const CheckpointTensors back = read_checkpoint_tensors(path, m->params());
+  ASSERT_TRUE(back.has_ema());
+  EXPECT_EQ(back.ema_values, t.ema_values);
+  EXPECT_EQ(back.ema_states, t.ema_states);
+  EXPECT_EQ(back.ema_updates, 77);
+  EXPECT_EQ(back.values, t.values);
+  {  // one averaged value changed in place: the checksum notices
+    const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(file, 0);
+    const hid_t d = H5Dopen2(file, "ema/parameters/fc.bias", H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    const float values[5] = {1, 2, 3, 4, 5};
+    ASSERT_GE(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values), 0);
+    H5Dclose(d), H5Fclose(file);
+  }
+  EXPECT_THROW(read_checkpoint_tensors(path, m->params()), Error);
 }
 
 TEST(Checkpoint, ChangedTensorFailsTheChecksum) {

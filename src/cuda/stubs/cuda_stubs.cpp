@@ -45,6 +45,7 @@ void top1_correct(int64_t*, const float*, const int32_t*, int, int, CudaStream) 
 void add_forward(float*, const float*, const float*, int64_t, CudaStream) { HT_NO_CUDA(); }
 void accumulate(float*, const float*, int64_t, CudaStream) { HT_NO_CUDA(); }
 void scale(float*, float, int64_t, CudaStream) { HT_NO_CUDA(); }
+void ema_update(float*, const float*, float, int64_t, CudaStream) { HT_NO_CUDA(); }
 int64_t conv_algorithm_searches() { return 0; }  // true: nothing was searched
 void count_nonfinite(int64_t*, const float*, int64_t, CudaStream) { HT_NO_CUDA(); }
 void sgd_update(float*, float*, const float*, const float*, const float*, int64_t, const SgdStep&, CudaStream) {
