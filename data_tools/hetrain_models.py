@@ -21,6 +21,10 @@ Batch norm everywhere: eps 1e-5, momentum 0.1 (torch's defaults, as in hetrain).
     logits = model(images)                                       # eval mode, float32 [N, C, H, W]
 
     model = hetrain_models.build("resnet20", (3, 32, 32), 10)    # untrained, train mode
+
+A model file in YOLOv5's YAML format (models/yolov5n.yaml, ...) builds data_tools/yolov5_yaml.py's network,
+whose state_dict has YOLOv5's keys; its Detect anchors (a buffer hetrain does not store) are in stride
+units, as in YOLOv5's state_dict.
 """
 
 import os
@@ -130,10 +134,41 @@ def _torchvision_resnet(name, in_channels, num_classes):
     return model
 
 
-def build(name, input_shape, num_classes):
-    """An untrained model (train mode) for hetrain's --model NAME, input [C, H, W] and K classes."""
+def is_yaml(name):
+    return name.endswith(".yaml") or name.endswith(".yml")
+
+
+def find_model_file(name, near=None):
+    """The YAML file a checkpoint's `model` names: the path itself, else a file of that base name next to
+    `near` (a checkpoint), in this checkout's models/ or an installation's share/hetrain/models/."""
+    if os.path.isfile(name):
+        return name
+    here = os.path.dirname(os.path.abspath(__file__))
+    places = [os.path.dirname(os.path.abspath(near))] if near else []
+    places += [os.path.join(here, "..", "models")]
+    for place in places:
+        candidate = os.path.join(place, os.path.basename(name))
+        if os.path.isfile(candidate):
+            return candidate
+    raise ValueError("cannot find the model file %s (looked in %s): pass it with --model-file" % (
+        name, ", ".join(os.path.normpath(p) for p in ["."] + places)))
+
+
+def build(name, input_shape, num_classes, model_file=None):
+    """An untrained model (train mode) for hetrain's --model NAME, input [C, H, W] and K classes. For a
+    YAML model, `model_file` is where the file is when NAME's path does not lead to it."""
     input_shape = tuple(int(v) for v in input_shape)
     num_classes = int(num_classes)
+    if is_yaml(name):
+        here = os.path.dirname(os.path.abspath(__file__))
+        if here not in sys.path:
+            sys.path.insert(0, here)
+        import yolov5_yaml
+        if len(input_shape) != 3 or min(input_shape) < 1:
+            raise ValueError("%s: input shape must be [C, H, W] with positive sizes, got %s" % (name, list(input_shape)))
+        model = yolov5_yaml.from_yaml(model_file or find_model_file(name), input_shape[0], num_classes)
+        model.measure_strides(input_shape[1], input_shape[2])
+        return model
     if name not in MODELS:
         raise ValueError("unknown model '%s' (known: %s)" % (name, ", ".join(MODELS)))
     if len(input_shape) != 3 or min(input_shape) < 1:
@@ -180,20 +215,23 @@ def _infer_meta(state_dict, path):
     return {"model": name, "input_shape": [c, MIN_SIZE[name], MIN_SIZE[name]], "num_classes": num_classes}
 
 
-def load(path):
+def load(path, model_file=None):
     """The model of a hetrain checkpoint (.h5, verified) or of a state_dict saved by hetrain_to_torch.py,
-    with its tensors loaded (strict), in eval mode."""
+    with its tensors loaded (strict), in eval mode. `model_file`: a YAML model's file, when the path the
+    checkpoint names does not lead to it."""
     if _is_hdf5(path):
         here = os.path.dirname(os.path.abspath(__file__))
         if here not in sys.path:
             sys.path.insert(0, here)
         import hetrain_to_torch
-        meta, state_dict = hetrain_to_torch.read_checkpoint(path)
+        meta, state_dict = hetrain_to_torch.read_checkpoint(path, model_file=model_file)
     else:
         state_dict = torch.load(path, map_location="cpu")
         if not isinstance(state_dict, dict):
             raise ValueError("%s: expected a state_dict, got %s" % (path, type(state_dict).__name__))
         meta = getattr(state_dict, "hetrain", None) or _infer_meta(state_dict, path)
-    model = build(meta["model"], meta["input_shape"], meta["num_classes"])
+    if model_file is None and is_yaml(meta["model"]):
+        model_file = find_model_file(meta["model"], near=path)
+    model = build(meta["model"], meta["input_shape"], meta["num_classes"], model_file)
     model.load_state_dict(state_dict, strict=True)
     return model.eval()

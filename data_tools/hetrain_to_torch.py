@@ -108,9 +108,30 @@ def _check_against_tensors(path, meta, tensors):
                 path, what, meta["num_classes"] if what == "num_classes" else meta["input_shape"], key, list(t.shape)))
 
 
-def read_checkpoint(path, use_ema=True):
+def _check_detector_against_tensors(path, meta, tensors, model_file):
+    """A YOLOv5 YAML model's Detect outputs na·(5 + nc) per level: num_classes must fit its first conv's bias
+    before a model of that size is built."""
+    import yaml
+    try:
+        with open(model_file) as f:
+            cfg = yaml.safe_load(f)
+        layers = cfg["backbone"] + cfg["head"]
+        detect = len(layers) - 1
+        na = len(cfg["anchors"][0]) // 2
+    except (OSError, yaml.YAMLError, KeyError, TypeError, IndexError) as e:
+        raise CheckpointError("%s: the model file %s does not read as a YOLOv5 YAML model (%s)" % (
+            path, model_file, _clip(str(e).splitlines()[0] if str(e) else type(e).__name__)))
+    bias = tensors.get(("parameters", "model.%d.m.0.bias" % detect))
+    if bias is None or bias.shape != (na * (5 + meta["num_classes"]),):
+        raise CheckpointError("%s: root attribute num_classes (%d) does not fit /parameters/model.%d.m.0.bias "
+                              "of %s" % (path, meta["num_classes"], detect,
+                                         "shape %s" % list(bias.shape) if bias is not None else "the file (absent)"))
+
+
+def read_checkpoint(path, use_ema=True, model_file=None):
     """(meta, state_dict) of a verified hetrain checkpoint; raises CheckpointError. With use_ema, a checkpoint
-    that holds a moving average of the weights gives the average (meta["ema"] says which was taken)."""
+    that holds a moving average of the weights gives the average (meta["ema"] says which was taken).
+    `model_file`: a YAML model's file, when the path the checkpoint names does not lead to it."""
     import h5py
     import torch
     if not os.path.isfile(path):
@@ -172,12 +193,20 @@ def read_checkpoint(path, use_ema=True):
     if here not in sys.path:
         sys.path.insert(0, here)
     import hetrain_models
-    if meta["model"] not in hetrain_models.MODELS:
-        raise CheckpointError("%s: unknown model %s (known: %s)" % (path, _quote(meta["model"]),
-                                                                   ", ".join(hetrain_models.MODELS)))
-    _check_against_tensors(path, meta, tensors)
+    yaml_model = hetrain_models.is_yaml(meta["model"])
+    if not yaml_model and meta["model"] not in hetrain_models.MODELS:
+        raise CheckpointError("%s: unknown model %s (known: %s, or a YOLOv5 .yaml file)" % (
+            path, _quote(meta["model"]), ", ".join(hetrain_models.MODELS)))
+    if yaml_model:
+        try:
+            model_file = model_file or hetrain_models.find_model_file(meta["model"], near=path)
+        except ValueError as e:
+            raise CheckpointError("%s: %s" % (path, e))
+        _check_detector_against_tensors(path, meta, tensors, model_file)
+    else:
+        _check_against_tensors(path, meta, tensors)
     try:
-        module = hetrain_models.build(meta["model"], meta["input_shape"], meta["num_classes"])
+        module = hetrain_models.build(meta["model"], meta["input_shape"], meta["num_classes"], model_file)
     except (ValueError, RuntimeError, MemoryError, OverflowError) as e:
         raise CheckpointError("%s: cannot build %s for input %s and %d classes: %s" % (
             path, meta["model"], "x".join(map(str, meta["input_shape"])), meta["num_classes"],
@@ -185,7 +214,9 @@ def read_checkpoint(path, use_ema=True):
     reference = module.state_dict()
     names = {(group, name) for group, name in tensors if group in ("parameters", "buffers")}
     params = {n for n, _ in module.named_parameters()}
-    want = {("parameters" if n in params else "buffers", n) for n in reference}
+    # A detector's anchors are YOLOv5's buffer, not hetrain's: they come from the model file, in stride units.
+    generated = {n for n in reference if yaml_model and n.endswith(".anchors")}
+    want = {("parameters" if n in params else "buffers", n) for n in reference if n not in generated}
     if names != want:
         missing = sorted("/%s/%s" % k for k in want - names)
         extra = sorted("/%s/%s" % k for k in names - want)
@@ -208,6 +239,9 @@ def read_checkpoint(path, use_ema=True):
     meta["ema"] = has_ema and use_ema
     state_dict = OrderedDict()
     for key, ref in reference.items():
+        if key in generated:
+            state_dict[key] = ref.clone()
+            continue
         group = "parameters" if key in params else "buffers"
         source = "ema/" + group if meta["ema"] and not key.endswith("num_batches_tracked") else group
         checked = (group,) if group == "buffers" else (group, "optimizer/momentum_buffer")
@@ -242,6 +276,8 @@ def main(argv=None):
     p.add_argument("-o", "--output", help="the .pt file to write")
     p.add_argument("--model-only", action="store_true", default=True,
                    help="write the model's parameters and buffers only, no optimizer state (the default)")
+    p.add_argument("--model-file", help="a YOLOv5 YAML model's file, when the path the checkpoint names "
+                   "(its `model` attribute) does not lead to it")
     p.add_argument("--no-ema", dest="use_ema", action="store_false",
                    help="export the trained weights even when the checkpoint holds their moving average "
                         "(--ema-decay), which is exported by default")
@@ -261,7 +297,7 @@ def main(argv=None):
         except OSError as e:
             return _fail("%s: cannot write (%s)" % (args.output, e.strerror or e))
     try:
-        meta, state_dict = read_checkpoint(args.checkpoint, args.use_ema)
+        meta, state_dict = read_checkpoint(args.checkpoint, args.use_ema, args.model_file)
     except Exception as e:  # noqa: BLE001 -- every bad input is one line, never a traceback
         if tmp:
             out.close()

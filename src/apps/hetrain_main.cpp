@@ -421,7 +421,8 @@ int cmd_eval(int argc, char** argv) {
       ("threads", po::value(&cfg.threads)->default_value(1), "CPU threads per rank")
       ("device", po::value(&cfg.device)->default_value("auto"), "auto | cpu | cuda, as for hetrain train")
       ("dump-batch", po::value(&cfg.dump_batch),
-       "write rank 0's first batch (inputs as the model saw them, labels, logits) to this HDF5 file")
+       "write rank 0's first batch (inputs as the model saw them, labels, and the outputs as /logits: a "
+       "classifier's [n, K], a detector's head rows [n, A, 5 + nc]) to this HDF5 file")
       ("quiet", po::bool_switch(&cfg.quiet), "only the result line")
       ("verbose", po::bool_switch(&verbose), kVerboseHelp)
       ("help,h", "show this help");

@@ -115,7 +115,7 @@ void unpack_images(const std::vector<float>& in, detect::MapAccumulator& acc) {
 }  // namespace
 
 DetectionTotals evaluate_detection(nn::Model& model, BatchSource& source, DeviceInput* input, MPI_Comm comm,
-                                   int64_t chunk) {
+                                   int64_t chunk, const FirstBatchHook& first_batch) {
   const nn::DetectHeadLayout* layout = model.detect_head();
   HT_CHECK(layout, "evaluate_detection: the model has no Detect head");
   const DetectionLoss loss(*layout);
@@ -123,8 +123,16 @@ DetectionTotals evaluate_detection(nn::Model& model, BatchSource& source, Device
   DetectionTotals t;
   std::vector<float> packed;
   const int64_t per_image = spec.rows_per_image() * spec.outputs();
+  int rank = 0, ranks = 1;
+  HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  HT_MPI_CHECK(MPI_Comm_size(comm, &ranks));
+  bool first = rank == 0 && first_batch;
   t.count = double(for_each_eval_batch(model, source, input, comm, chunk,
-                                       [&](const data::Batch& batch, const Tensor&, const Tensor& rows) {
+                                       [&](const data::Batch& batch, const Tensor& images, const Tensor& rows) {
+    if (first) {
+      first_batch(images.to(Device::CPU), batch.labels, rows);
+      first = false;
+    }
     t.loss_sum += loss.loss_sum(rows, batch.boxes);
     for (int64_t i = 0; i < rows.dim(0); ++i) {
       const auto candidates = detect::decode_image(spec, rows.data() + i * per_image);
@@ -133,9 +141,6 @@ DetectionTotals evaluate_detection(nn::Model& model, BatchSource& source, Device
   }));
 
   // Rank 0 scores every image, in rank order = dataset order.
-  int rank = 0, ranks = 1;
-  HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  HT_MPI_CHECK(MPI_Comm_size(comm, &ranks));
   int mine = int(packed.size());
   std::vector<int> sizes(static_cast<size_t>(ranks)), offsets(static_cast<size_t>(ranks));
   HT_MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm));

@@ -15,6 +15,7 @@
 #include "train/batch_source.hpp"
 #include "train/batch_stats.hpp"
 #include "train/device_step.hpp"
+#include "train/evaluate.hpp"
 
 namespace hetrain::train {
 
@@ -65,7 +66,8 @@ struct DetectionTotals {
 // Collective over `comm`: each rank runs its contiguous share of `source` through the model (inference
 // mode, `chunk` images at a time), decodes and suppresses its detections (YOLOv5's validation settings),
 // and rank 0 scores all images in dataset order, so the result does not depend on the number of ranks.
+// `first_batch` sees rank 0's first chunk: its inputs, labels and head rows (hetrain eval --dump-batch).
 DetectionTotals evaluate_detection(nn::Model& model, BatchSource& source, DeviceInput* input, MPI_Comm comm,
-                                   int64_t chunk);
+                                   int64_t chunk, const FirstBatchHook& first_batch = nullptr);
 
 }  // namespace hetrain::train

@@ -114,8 +114,6 @@ Setup evaluation_setup(const EvalConfig& cfg, dist::World& world, const ModelFac
     if (s.model->detect_head()) {
       data::require_detection(d, "model " + facts.name);
       scale_detector_inputs(*s.val);
-      HT_CHECK(cfg.dump_batch.empty(), "--dump-batch writes logits: a classifier's; model ", facts.name,
-               " is a detector");
     } else {
       data::require_classification(d, "model " + facts.name);
     }

@@ -56,7 +56,7 @@ int64_t for_each_eval_batch(nn::Model& model, BatchSource& source, DeviceInput* 
 EvalTotals evaluate(nn::Model& model, BatchSource& source, DeviceInput* input, MPI_Comm comm, int64_t chunk,
                     const FirstBatchHook& first_batch) {
   if (model.detect_head()) {
-    const DetectionTotals d = evaluate_detection(model, source, input, comm, chunk);
+    const DetectionTotals d = evaluate_detection(model, source, input, comm, chunk, first_batch);
     EvalTotals t;
     t.loss_sum = d.loss_sum, t.count = d.count, t.map50 = d.map.map50, t.map50_95 = d.map.map50_95;
     return t;

@@ -26,7 +26,7 @@ struct EvalTotals {
 };
 
 // Sees rank 0's first batch: the inputs the model took (float [n, C, H, W] on the host), the labels and
-// the logits ([n, K], host).
+// the model's outputs on the host: a classifier's logits [n, K], a detector's head rows [n, A, 5 + nc].
 using FirstBatchHook = std::function<void(const Tensor& inputs, const std::vector<int32_t>& labels,
                                           const Tensor& logits)>;
 

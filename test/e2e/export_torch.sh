@@ -146,5 +146,44 @@ grep -q "corrupt.h5: checksum mismatch" "$TMP/corrupt.log" || fail "the refusal 
 [ "$(wc -l <"$TMP/corrupt.log")" = 1 ] || fail "the refusal is not one line"
 [ ! -e "$TMP/corrupt.pt" ] || fail "the converter wrote output for a refused checkpoint"
 
-pass "${#cases[@]} checkpoints converted to PyTorch give hetrain's logits within ${RTOL}·max|logits| + ${ATOL};" \
+# A YOLOv5 YAML detector: its keys are YOLOv5's (model.N.*), the converter adds YOLOv5's Detect anchors
+# buffer in stride units, and data_tools/yolov5_yaml.py with the exported weights computes hetrain's head
+# rows (hetrain eval --dump-batch) on the images as hetrain saw them (pixels / 255).
+det="$TMP/yolov5n"
+mkdir -p "$det"
+$PACK detect-synthetic --size 64 --max-items 2 --seed 3 --no-progress --count 32 --split train -o "$det/data.h5" \
+  >/dev/null || fail "packing detection data"
+timeout 300 $HETRAIN train --model models/yolov5n.yaml --data "$det/data.h5" --global-batch 8 --max-steps 2 --lr 0.001 \
+  --checkpoint-dir "$det/ckpt" --device cpu --quiet >"$det/train.log" 2>&1 || { cat "$det/train.log"; fail "yolov5n: training failed"; }
+timeout 300 $HETRAIN eval --checkpoint "$det/ckpt/checkpoint-00000002.h5" --data "$det/data.h5" --batch 6 --device cpu \
+  --dump-batch "$det/batch.h5" --quiet >"$det/eval.log" 2>&1 || { cat "$det/eval.log"; fail "yolov5n: eval --dump-batch failed"; }
+$PY data_tools/hetrain_to_torch.py "$det/ckpt/checkpoint-00000002.h5" -o "$det/model.pt" >"$det/convert.log" 2>&1 ||
+  { cat "$det/convert.log"; fail "yolov5n: hetrain_to_torch.py refused the detector's checkpoint"; }
+$PY - "$RTOL" "$ATOL" "$det/model.pt" "$det/batch.h5" <<'PY' || fail "the exported yolov5n does not compute hetrain's rows"
+import sys, h5py, numpy as np, torch
+sys.path.insert(0, "data_tools")
+import hetrain_models
+torch.set_num_threads(1)
+rtol, atol = float(sys.argv[1]), float(sys.argv[2])
+sd = torch.load(sys.argv[3])
+meta = sd.hetrain
+model = hetrain_models.build(meta["model"], meta["input_shape"], meta["num_classes"])
+model.load_state_dict(sd, strict=True)
+assert list(sd)[0] == "model.0.conv.weight", list(sd)[:3]
+anchors = sd["model.24.anchors"]
+assert torch.allclose(anchors[0, 0], torch.tensor([10 / 8, 13 / 8])), anchors  # YOLOv5's P3/8 anchor, stride units
+with h5py.File(sys.argv[4], "r") as f:
+    x, want = torch.from_numpy(f["inputs"][()]), torch.from_numpy(f["logits"][()])
+assert x.shape[0] == 6 and want.shape == (6, 3 * (8 * 8 + 4 * 4 + 2 * 2), 5 + meta["num_classes"]), want.shape
+assert 0 <= float(x.min()) and float(x.max()) <= 1, "inputs are not pixels / 255"
+with torch.no_grad():
+    got = model.eval()(x)
+    worst, allowed = (got - want).abs().max().item(), rtol * want.abs().max().item() + atol
+    print("yolov5n rows: max |diff| %.3g (allowed %.3g)" % (worst, allowed))
+    control = (model.train()(x) - want).abs().max().item()
+print("control, batch norm in training mode: %.3g" % control)
+sys.exit(0 if worst <= allowed and control > allowed else 1)
+PY
+
+pass "${#cases[@]} checkpoints and a yolov5n one converted to PyTorch give hetrain's logits and head rows within ${RTOL}·max + ${ATOL};" \
   "a 1% change of the first or last weight and train-mode BN are detected; a flipped bit is refused"
