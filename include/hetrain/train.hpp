@@ -79,6 +79,7 @@ struct TrainConfig {
   double checkpoint_minutes = 30;   // minutes between checkpoints; 0 = by steps only
   int keep_checkpoints = 3;         // newest checkpoints kept
   std::string resume;               // "" | "auto" (newest usable in checkpoint_dir) | a checkpoint file
+  std::string init_from;            // a checkpoint or weights file: its weights only, a new run (train/init_weights.hpp)
   double stall_timeout = 300;       // seconds a rank may be missing from a step before the job ends; 0 = none
 
   // reporting

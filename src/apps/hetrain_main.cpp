@@ -245,6 +245,10 @@ po::options_description checkpoint_options(TrainConfig& c) {
       ("keep-checkpoints", po::value(&c.keep_checkpoints)->default_value(3), "newest checkpoints kept in --checkpoint-dir")
       ("resume", po::value(&c.resume),
        "auto = continue from the newest checkpoint in --checkpoint-dir that verifies (fresh start if none) | FILE")
+      ("init-from", po::value(&c.init_from),
+       "start a new run from the weights of FILE: a hetrain checkpoint (its moving average when it has one) or a "
+       "weights file from data_tools/torch_to_hetrain.py (e.g. YOLOv5's yolov5s.pt); tensors matched by name and "
+       "shape, the others keep their initialisation; fresh schedule and optimizer")
       ("stall-timeout", po::value(&c.stall_timeout)->default_value(300.0),
        "seconds a rank may be missing from a step (async/hybrid: make no local step) before the job ends "
        "naming it (0 = wait forever)");

@@ -29,7 +29,7 @@ std::string TrainConfig::canonical() const {
      << "\nsplit=" << fixed_split << "\nbucket_mb=" << bucket_mb << "\nhierarchical=" << hierarchical
      << "\ndebug_consistency=" << debug_consistency
      << "\ncheckpoint_every=" << checkpoint_every << "\ncheckpoint_minutes=" << checkpoint_minutes
-     << "\nkeep_checkpoints=" << keep_checkpoints << "\nresume=" << resume << "\nstall_timeout=" << stall_timeout
+     << "\nkeep_checkpoints=" << keep_checkpoints << "\nresume=" << resume << "\ninit_from=" << init_from << "\nstall_timeout=" << stall_timeout
      << "\n";
   return os.str();
 }

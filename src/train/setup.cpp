@@ -14,6 +14,7 @@
 #include "hetrain/resources.hpp"
 #include "hetrain/threading.hpp"
 #include "data/pack.hpp"
+#include "train/init_weights.hpp"
 
 namespace hetrain::train {
 
@@ -220,6 +221,8 @@ Mode check_options(const TrainConfig& cfg, int ranks) {
   HT_CHECK(cfg.keep_checkpoints >= 1, "--keep-checkpoints must be at least 1, got ", cfg.keep_checkpoints);
   HT_CHECK(std::isfinite(cfg.stall_timeout) && cfg.stall_timeout >= 0, "--stall-timeout must be >= 0 seconds, got ",
            cfg.stall_timeout);
+  HT_CHECK(cfg.init_from.empty() || cfg.resume.empty(), "--init-from starts a new run from weights and --resume "
+           "continues one: give one of them");
   const Mode mode = parse_mode(cfg.mode);
   if (is_elastic(mode)) {
     HT_CHECK(cfg.fixed_split.empty(), "--split fixes the synchronous split; --mode ", cfg.mode,
@@ -495,6 +498,25 @@ void apply_memory_caps(const TrainConfig& cfg, const dist::World& world, Setup& 
   }
 }
 
+// --init-from: rank 0 reads the file (a bad one is one line on every rank), every rank takes its tensors.
+void start_from_weights(const TrainConfig& cfg, const dist::World& world, Setup& s) {
+  nn::ParamBuffer& params = s.model->params();
+  InitialWeights w;
+  dist::agree_on_root(world.comm(), [&] {
+    w = read_initial_weights(cfg.init_from, params);
+    s.notes.push_back(initial_weights_note(cfg.init_from, w));
+  });
+  w.values.resize(size_t(params.count()));
+  w.states.resize(size_t(params.state_count()));
+  for (std::vector<float>* v : {&w.values, &w.states}) {
+    constexpr size_t kChunk = size_t(1) << 30;  // MPI counts are ints
+    for (size_t off = 0; off < v->size(); off += kChunk)
+      HT_MPI_CHECK(MPI_Bcast(v->data() + off, int(std::min(kChunk, v->size() - off)), MPI_FLOAT, 0, world.comm()));
+  }
+  std::copy(w.values.begin(), w.values.end(), params.values().data());
+  std::copy(w.states.begin(), w.states.end(), params.states().data());
+}
+
 // --ema-decay: the moving average starts from the model as it stands (initialised, or resumed: then the
 // checkpoint's average, when it has one, continues).
 void start_weight_average(const TrainConfig& cfg, Setup& s, const CheckpointTensors* resumed) {
@@ -547,6 +569,7 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
     // A checkpoint of a run at another precision has no scale: the scaler starts afresh.
     if (s.loss_scaler.active() && scale_state[0] > 0) s.loss_scaler.restore(scale_state[0], int64_t(scale_state[1]));
   }
+  if (!cfg.init_from.empty()) start_from_weights(cfg, world, s);
   start_weight_average(cfg, s, resumed ? &tensors : nullptr);
   world.check_identical(s.model->params().values().data(), s.model->params().count(), "initial parameters");
   s.hosts = dist::allgather_strings(world.comm(), world.host());
