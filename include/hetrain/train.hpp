@@ -33,6 +33,10 @@ struct TrainConfig {
   // model and optimisation
   std::string model = "resnet20";
   int64_t global_batch = 128;
+  // --accumulate N: each update averages the gradients of N consecutive global batches (sync mode): a step
+  // (of the schedule, the checkpoints, --max-steps) is then N × global_batch samples.
+  int64_t accumulate = 1;
+  int64_t step_batch() const { return global_batch * accumulate; }
   int epochs = 1;
   int64_t max_steps = 0;          // > 0: train this many steps; the LR schedule is fitted to them
   int64_t stop_at_step = 0;       // > 0: end after this global step as if preempted; the schedule is the full run's

@@ -151,6 +151,9 @@ po::options_description model_options(TrainConfig& c, RawTrainOptions& raw) {
        "mlp | lenet | resnet20 | resnet18 | resnet50, or a model file FILE.yaml in YOLOv5's format "
        "(models/yolov5n.yaml ...; docs/models.md); a model with a Detect layer trains on detection data")
       ("global-batch", po::value(&c.global_batch)->default_value(128), "samples per step over all ranks (B)")
+      ("accumulate", po::value(&c.accumulate)->default_value(1),
+       "sync: average the gradients of N consecutive global batches before each update (a step is then N x B "
+       "samples; memory as for B). YOLOv5 accumulates to a nominal batch of 64: --accumulate 64/B")
       ("epochs", po::value(&c.epochs)->default_value(1), "passes over the training data")
       ("max-steps", po::value(&c.max_steps)->default_value(0),
        "train only this many steps, the LR schedule fitted to them (0 = epochs x steps per epoch)")

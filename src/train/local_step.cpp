@@ -7,9 +7,9 @@ namespace hetrain::train {
 
 LocalOutcome LocalStep::run(const data::Batch& batch, const DeviceInput::Uploaded& input, int64_t b,
                             const std::function<void()>& while_device_computes,
-                            const nn::GradsFinal& grads_final, float loss_scale) {
+                            const nn::GradsFinal& grads_final, float loss_scale, bool accumulate) {
   LocalOutcome out;
-  s_.model->params().grads().zero();
+  if (!accumulate) s_.model->params().grads().zero();
   const bool on_gpu = s_.device_kind == Device::CUDA;
   const data::BoxList& boxes = on_gpu ? input.boxes : batch.boxes;
   // A detector's box and class means divide by the whole batch's matches (train/detection.hpp); a rank

@@ -29,9 +29,11 @@ class LocalStep {
   // real compute time on both devices. `grads_final` hears during backward which gradients are final
   // (nn::GradsFinal: the synchronous mode starts reducing them); it is not called when b = 0. With b = 0
   // the rank still joins the sums of the others' step: a detector's match counts, --bn sync's statistics.
+  // With `accumulate` the gradient buffer is not zeroed: this batch's gradient adds to what it holds (the
+  // micro-batches of --accumulate).
   LocalOutcome run(const data::Batch& batch, const DeviceInput::Uploaded& input, int64_t b,
                    const std::function<void()>& while_device_computes = {},
-                   const nn::GradsFinal& grads_final = {}, float loss_scale = 1.0f);
+                   const nn::GradsFinal& grads_final = {}, float loss_scale = 1.0f, bool accumulate = false);
 
  private:
   void join_batch_norm_sums();

@@ -71,7 +71,7 @@ void print_notes(const std::vector<std::string>& notes) {
 // that step, skips the samples of it already trained (its first step is smaller): each sample once per
 // epoch, whichever modes stop and resume (docs/architecture.md, "Invariants").
 void set_resume_point(const TrainConfig& cfg, Setup& s, int64_t step, int64_t position) {
-  const int64_t B = cfg.global_batch, N = s.train->info().num_samples, per_epoch = s.plan->steps_per_epoch();
+  const int64_t B = cfg.step_batch(), N = s.train->info().num_samples, per_epoch = s.plan->steps_per_epoch();
   if (position < 0) {  // a checkpoint from before sample_position: at its step boundary, as written
     s.start_step = step, s.start_sample = step * B, s.start_skip = 0;
     return;
@@ -89,7 +89,7 @@ RunIdentity run_identity(const TrainConfig& cfg, const Setup& s) {
   r.model = cfg.model;
   r.input_shape = {info.channels, info.height, info.width};
   r.num_classes = info.num_classes;
-  r.global_batch = cfg.global_batch;
+  r.global_batch = cfg.step_batch();
   r.num_samples = info.num_samples;
   r.steps_per_epoch = s.plan->steps_per_epoch();
   r.seed = cfg.seed;
@@ -106,9 +106,9 @@ CheckpointInfo checkpoint_info(const TrainConfig& cfg, const Setup& s, int64_t g
   info.steps_per_epoch = s.plan->steps_per_epoch();
   info.epoch = global_step / info.steps_per_epoch;
   info.step_in_epoch = global_step % info.steps_per_epoch;
-  info.samples_in_epoch = info.step_in_epoch * cfg.global_batch;
+  info.samples_in_epoch = info.step_in_epoch * cfg.step_batch();
   info.sample_position = info.epoch * data.num_samples + std::min(info.samples_in_epoch, data.num_samples);
-  info.global_batch = cfg.global_batch;
+  info.global_batch = cfg.step_batch();
   info.num_samples = data.num_samples;
   info.seed = cfg.seed;
   info.world_size = world_size;
@@ -187,6 +187,8 @@ void parse_rank_step(const std::string& text, const char* option, int ranks, int
 // The option checks that need neither data nor model, in the order a user meets them; returns the mode.
 Mode check_options(const TrainConfig& cfg, int ranks) {
   HT_CHECK(cfg.global_batch >= 1, "--global-batch must be at least 1, got ", cfg.global_batch);
+  HT_CHECK(cfg.accumulate >= 1 && cfg.accumulate <= (int64_t(1) << 20), "--accumulate must be at least 1, got ",
+           cfg.accumulate);
   HT_CHECK(cfg.epochs >= 1, "--epochs must be at least 1, got ", cfg.epochs);
   HT_CHECK(cfg.prefetch_depth >= 1, "--prefetch must be at least 1, got ", cfg.prefetch_depth);
   HT_CHECK(cfg.label_smoothing >= 0 && cfg.label_smoothing < 1, "--label-smoothing must be in [0, 1), got ",
@@ -232,6 +234,8 @@ Mode check_options(const TrainConfig& cfg, int ranks) {
     HT_CHECK(cfg.elastic_every >= 1, "--elastic-every must be at least 1 local step, got ", cfg.elastic_every);
     HT_CHECK(cfg.local_batch >= 0, "--local-batch must not be negative, got ", cfg.local_batch);
     HT_CHECK(cfg.stop_at_step == 0, "--stop-at-step is for the synchronous mode (async ranks have no common step)");
+    HT_CHECK(cfg.accumulate == 1, "--accumulate is for the synchronous mode; in --mode ", cfg.mode,
+             " each rank steps alone (a larger --local-batch, or --elastic-every, gathers more samples per trade)");
     HT_CHECK(cfg.ema_decay == 0, "--ema-decay keeps its moving average in the synchronous mode only; --mode ",
              cfg.mode, " does not keep one yet (docs/detection.md, \"Weight average\")");
   }
@@ -338,10 +342,11 @@ void build_model(const TrainConfig& cfg, Setup& s) {
 // The epoch plan, the run's length, the learning-rate schedule and the optimizer.
 void build_optimizer(const TrainConfig& cfg, Setup& s) {
   const auto& info = s.train->info();
-  s.plan = std::make_unique<data::EpochPlan>(cfg.seed, info.num_samples, cfg.global_batch,
+  s.plan = std::make_unique<data::EpochPlan>(cfg.seed, info.num_samples, cfg.step_batch(),
                                              cfg.last_batch == "drop" ? data::LastBatch::Drop : data::LastBatch::Partial);
   const int64_t spe = s.plan->steps_per_epoch();
-  HT_CHECK(spe >= 1, "--global-batch ", cfg.global_batch, " is larger than the ", info.num_samples,
+  HT_CHECK(spe >= 1, "--global-batch ", cfg.global_batch, cfg.accumulate > 1 ? " x --accumulate " + std::to_string(cfg.accumulate) : "",
+           " is larger than the ", info.num_samples,
            " training samples (with --last-batch drop no step is left)");
   s.total_steps = spe * cfg.epochs;
   if (cfg.max_steps > 0) s.total_steps = std::min(s.total_steps, cfg.max_steps);
@@ -357,7 +362,7 @@ void build_optimizer(const TrainConfig& cfg, Setup& s) {
   sc.decay = cfg.schedule;
   for (int e : cfg.milestones) sc.milestones.push_back(int64_t(e) * spe);
   sc.gamma = cfg.gamma;
-  s.schedule = std::make_unique<optim::LrSchedule>(sc, cfg.global_batch, s.total_steps);
+  s.schedule = std::make_unique<optim::LrSchedule>(sc, cfg.step_batch(), s.total_steps);
 
   optim::SgdConfig oc;
   oc.momentum = cfg.momentum;

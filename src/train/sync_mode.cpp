@@ -145,20 +145,18 @@ class SyncMode final : public TrainingMode {
  private:
   bool on_gpu() const { return s_.device_kind == Device::CUDA; }
 
-  // One synchronous step: the local batch's forward and backward, the step's agreement, the weighted
-  // reduction, the update; rank 0 gets every rank's times for its record.
+  // One synchronous step: the local batch's forward and backward (one per micro-batch with --accumulate),
+  // the step's agreement, the weighted reduction, the update; rank 0 gets every rank's times for its record.
   StepRecord train_step(const PlannedStep& plan, StepFlags& flags) {
     const auto step_start = Clock::now();
     StepTimes mine;
-    const StepInput in = take_batch(plan, mine);
-    const int64_t b = plan.local_batch();
+    check_injected_failure(s_, world_.rank(), plan.global_step, "step");
     // An FP16 rank backpropagates its loss times the scale and divides it out in its reduction weight; the
     // other ranks' gradients are unscaled.
     const BackwardScale scale = backward_scale(s_, world_.rank(), plan.global_step);
-    const double weight = double(b) / double(plan.global_batch) / scale.rank_scale;
-    const LocalOutcome local = compute(plan, in, scale, weight, mine);
+    const LocalOutcome local = compute(plan, scale, mine);
     flags = agree(plan, mine);
-    const Totals step_totals = reduce(local, b, weight, mine);
+    const Totals step_totals = reduce(local, plan.local_samples(), reduction_weight(plan, scale), mine);
     // fp16: a step with NaN/Inf is skipped on every rank alike (they all saw the same reduced gradient).
     const bool skipped =
         skip_for_overflow(s_.loss_scaler, int64_t(step_totals.nonfinite / world_.size()),
@@ -177,62 +175,89 @@ class SyncMode final : public TrainingMode {
     return rec;
   }
 
-  // The step's batch: on a GPU uploaded during the previous step, else taken from the reader now (the
-  // wait for it is data wait).
+  // A step's micro-batches add up in the gradient buffer (the layers accumulate their parameters'
+  // gradients): micro-batch k's backward is of this rank's mean loss over its b_k samples times b_k/b,
+  // b its share of a whole micro-batch, so the buffer holds Σ over the step's samples of the per-sample
+  // gradients / b. Weighted b/S in the reduction, S the step's samples, the ranks' buffers add up to the mean
+  // over the step for any split. Without --accumulate: b_k = b, S = B, the weight b_r/B (times 1/the FP16
+  // scale, which the backward carried).
+  double share_base(const PlannedStep& plan) const { return double(std::max<int64_t>(1, plan.local_batch())); }
+  double reduction_weight(const PlannedStep& plan, const BackwardScale& scale) const {
+    const double base = plan.micro.size() == 1 ? double(plan.local_batch()) : share_base(plan);
+    return base / double(plan.global_batch) / scale.rank_scale;
+  }
+
+  // A micro-batch's batch: on a GPU uploaded during the previous micro-batch or step, else taken from the
+  // reader now (the wait for it is data wait).
   struct StepInput {
     data::Batch batch;              // CPU ranks
     DeviceInput::Uploaded uploaded;  // GPU ranks
   };
-  StepInput take_batch(const PlannedStep& plan, StepTimes& mine) {
+  StepInput take_batch(int64_t b, double& wait) {
     const auto start = Clock::now();
     StepInput in;
-    if (staged_) {  // GPU: uploaded during the previous step
+    if (staged_) {  // GPU: uploaded during the previous micro-batch
       in.uploaded = *staged_;
       staged_.reset();
     } else {
       in.batch = s_.train->next();
       if (on_gpu()) in.uploaded = s_.input->upload(in.batch);
     }
-    mine.wait = seconds_since(start);
-    check_injected_failure(s_, world_.rank(), plan.global_step, "step");
+    wait += seconds_since(start);
     const int64_t got = on_gpu() ? in.uploaded.n : int64_t(in.batch.labels.size());
-    HT_CHECK(got == plan.local_batch(), "internal: batch of ", got, " samples for a share of ", plan.local_batch());
+    HT_CHECK(got == b, "internal: batch of ", got, " samples for a share of ", b);
     return in;
   }
 
-  // Forward and backward of the local batch, the buckets started as their gradients become final, the
-  // compute time (emulated speed included) recorded for the balancer.
-  LocalOutcome compute(const PlannedStep& plan, const StepInput& in, const BackwardScale& scale, double weight,
-                       StepTimes& mine) {
-    const int64_t b = plan.local_batch();
-    set_batch_norm_step(s_, b, weight);
+  // Forward and backward of each micro-batch, the buckets started as the last one's gradients become
+  // final, the compute time (emulated speed included) recorded for the balancer.
+  LocalOutcome compute(const PlannedStep& plan, const BackwardScale& scale, StepTimes& mine) {
     // --bn sync and a detector's match counts meet the other ranks inside the local step: bounded like the
     // step's collectives.
     if (s_.batch_exchange) s_.arrival->watch(plan.global_step);
+    StepInput first = take_batch(plan.micro.front().split[size_t(world_.rank())], mine.wait);
     ComputeClock clock;
-    if (s_.buckets) s_.buckets->begin(s_.model->params().grads().data(), weight);
-    double next_wait = 0;
-    // On a GPU, while this step computes there, the next step's batch (requested long ago) is taken from
-    // the reader and uploaded into the other slot; the wait for it counts as data wait, not compute.
-    const LocalOutcome local = local_step_.run(in.batch, in.uploaded, b, [&] {
-      if (planner_.empty()) return;
-      auto wait_start = Clock::now();
-      data::Batch next = s_.train->next();
-      next_wait += seconds_since(wait_start);
-      staged_ = s_.input->upload(next);
-    }, grads_final_hook(), scale.loss_scale);
+    const size_t count = plan.micro.size();
+    const double base = count == 1 ? double(plan.local_batch()) : share_base(plan);
+    LocalOutcome total;
+    double inner_wait = 0;  // waits for batches inside the clock: the next one's, and the later micro-batches'
+    for (size_t k = 0; k < count; ++k) {
+      const MicroBatch& m = plan.micro[k];
+      const int64_t b = m.split[size_t(world_.rank())];
+      const bool last = k + 1 == count;
+      const StepInput in = k == 0 ? std::move(first) : take_batch(b, inner_wait);
+      set_batch_norm_step(s_, b, base / double(m.size) / scale.rank_scale);
+      if (last && s_.buckets) s_.buckets->begin(s_.model->params().grads().data(), reduction_weight(plan, scale));
+      const float loss_scale = count == 1 || b == 0 ? scale.loss_scale : float(scale.loss_scale * (double(b) / base));
+      // On a GPU, while this micro-batch computes there, the next one (requested long ago) is taken from the
+      // reader and uploaded into the other slot; the wait for it counts as data wait, not compute.
+      const bool more = !last || !planner_.empty();
+      const LocalOutcome o = local_step_.run(in.batch, in.uploaded, b, [&] {
+        if (!more) return;
+        auto wait_start = Clock::now();
+        data::Batch next = s_.train->next();
+        inner_wait += seconds_since(wait_start);
+        staged_ = s_.input->upload(next);
+      }, last ? grads_final_hook() : nn::GradsFinal(), loss_scale, /*accumulate=*/k > 0);
+      total.loss_sum += o.loss_sum;
+      total.correct += o.correct;
+    }
     // Every rank starts every bucket before the agreement, also a rank with b_r = 0 (it ran no backward).
     auto exposed_start = Clock::now();
     if (s_.buckets) s_.buckets->start_rest();
     mine.exposed = seconds_since(exposed_start);
     // The balancer counts the steps of this process: a resumed run calibrates again (its ranks, their
-    // devices and their load may have changed). Set-up steps are no sample of the rank's speed.
+    // devices and their load may have changed). Set-up steps are no sample of the rank's speed. It fits the
+    // time of one micro-batch of the split it chooses: a step of whole micro-batches counts as their mean.
     const int64_t local_step = plan.global_step - s_.start_step;
-    mine.compute = clock.stop(s_, world_.rank(), plan.global_step, local_step == 0, next_wait);
-    mine.wait += next_wait;
-    mine.batch = double(b);
-    if (s_.fixed_split.empty() && !clock.setup()) s_.balancer->record(b, mine.compute);
-    return local;
+    mine.compute = clock.stop(s_, world_.rank(), plan.global_step, local_step == 0, inner_wait);
+    mine.wait += inner_wait;
+    mine.batch = double(plan.local_samples());
+    const bool whole = std::all_of(plan.micro.begin(), plan.micro.end(),
+                                   [&](const MicroBatch& m) { return m.split == plan.split; });
+    if (s_.fixed_split.empty() && !clock.setup() && (count == 1 || whole))
+      s_.balancer->record(plan.local_batch(), mine.compute / double(count));
+    return total;
   }
 
   // Every rank arrives here before the reduction; a rank that never does is named (--stall-timeout).
@@ -253,7 +278,7 @@ class SyncMode final : public TrainingMode {
   // The weighted reduction of the gradients, then the step's totals. The reduced gradient is the same on
   // every rank; counting its NaN/Inf values rides on the totals' reduction, so every rank stops at the
   // same step with the same message.
-  Totals reduce(const LocalOutcome& local, int64_t b, double weight, StepTimes& mine) {
+  Totals reduce(const LocalOutcome& local, int64_t samples, double weight, StepTimes& mine) {
     nn::ParamBuffer& params = s_.model->params();
     auto comm_start = Clock::now();
     if (s_.buckets)
@@ -261,7 +286,7 @@ class SyncMode final : public TrainingMode {
     else
       s_.comm->weighted_allreduce(params.grads().data(), params.count(), weight);
     mine.exposed += seconds_since(comm_start);
-    Totals step_totals{local.loss_sum, local.correct, double(b), double(count_nonfinite(params.grads()))};
+    Totals step_totals{local.loss_sum, local.correct, double(samples), double(count_nonfinite(params.grads()))};
     step_totals.allreduce(world_.comm(), *s_.arrival);
     mine.comm = seconds_since(comm_start);
     return step_totals;

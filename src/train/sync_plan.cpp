@@ -19,6 +19,12 @@ bool any_rank(MPI_Comm comm, bool mine) {
 
 }  // namespace
 
+int64_t PlannedStep::local_samples() const {
+  int64_t n = 0;
+  for (const MicroBatch& m : micro) n += m.split[size_t(rank)];
+  return n;
+}
+
 SyncPlanner::SyncPlanner(const TrainConfig& cfg, Setup& s, const dist::World& world, bool keep_indices)
     : cfg_(cfg),
       s_(s),
@@ -56,11 +62,17 @@ void SyncPlanner::fill() {
     // Resumed inside a step (an asynchronous run stopped there): the first step trains the rest of it.
     const int64_t skip = p.global_step == s_.start_step ? s_.start_skip : 0;
     p.global_batch = s_.plan->batch_size(p.step_in_epoch) - skip;
-    p.split = split_for(p.global_batch);
-    const int64_t offset = skip + share_offset(p.split, rank_);
-    auto indices = s_.plan->slice(p.epoch, p.step_in_epoch, offset, p.local_batch());
-    if (keep_indices_) p.indices = indices;
-    s_.train->submit(std::move(indices), cfg_.augment, augmentation_seed(cfg_.seed, p.epoch), form);
+    for (int64_t start = 0; start < p.global_batch; start += cfg_.global_batch) {
+      MicroBatch m;
+      m.size = std::min(cfg_.global_batch, p.global_batch - start);
+      m.split = split_for(m.size);
+      const int64_t offset = skip + start + share_offset(m.split, rank_);
+      auto indices = s_.plan->slice(p.epoch, p.step_in_epoch, offset, m.split[size_t(rank_)]);
+      if (keep_indices_) p.indices.insert(p.indices.end(), indices.begin(), indices.end());
+      s_.train->submit(std::move(indices), cfg_.augment, augmentation_seed(cfg_.seed, p.epoch), form);
+      p.micro.push_back(std::move(m));
+    }
+    p.split = p.micro.front().split;
     queue_.push_back(std::move(p));
   }
 }
@@ -79,9 +91,11 @@ PlannedStep SyncPlanner::pop() {
 void SyncPlanner::replan() {
   if (any_gpu_ || queue_.empty()) return;
   bool stale = false;
-  for (const PlannedStep& p : queue_) stale = stale || p.split != split_for(p.global_batch);
+  for (const PlannedStep& p : queue_)
+    for (const MicroBatch& m : p.micro) stale = stale || m.split != split_for(m.size);
   if (!stale) return;
-  for (size_t i = 0; i < queue_.size(); ++i) (void)s_.train->next();  // requested in this order; dropped
+  for (const PlannedStep& p : queue_)  // requested in this order; dropped
+    for (size_t k = 0; k < p.micro.size(); ++k) (void)s_.train->next();
   next_step_ = queue_.front().global_step;
   queue_.clear();
 }

@@ -1,6 +1,7 @@
 // The synchronous mode's sample choice (docs/architecture.md, "Training loop"): step s of an epoch owns
-// perm[s·B, (s+1)·B), rank r takes [o_r, o_r + b_r) of it with the split in force when the step was
-// requested; batches are requested --prefetch steps ahead, so reading overlaps training.
+// perm[s·S, (s+1)·S), S = B × --accumulate; micro-batch k of it owns [k·B, (k+1)·B) of those, and rank r takes
+// [o_r, o_r + b_r) of each micro-batch with the split in force when the step was requested; batches are
+// requested --prefetch steps ahead, so reading overlaps training.
 #pragma once
 
 #include <cstdint>
@@ -13,14 +14,22 @@
 
 namespace hetrain::train {
 
+// One forward and backward of every rank: B samples of the step (fewer at the end of a partial step).
+struct MicroBatch {
+  int64_t size = 0;            // samples over all ranks
+  std::vector<int64_t> split;  // b_r of every rank, Σ = size
+};
+
 // The work of one step as planned when its batch was requested: later rebalances do not change it.
 struct PlannedStep {
   int64_t epoch = 0, step_in_epoch = 0, global_step = 0;
-  int64_t global_batch = 0;      // B of this step (smaller for a partial last batch)
-  std::vector<int64_t> split;    // b_r of every rank, Σ = global_batch
-  std::vector<int64_t> indices;  // this rank's samples (kept for --dump-samples, logged when trained on)
-  int rank = 0;                  // this rank
+  int64_t global_batch = 0;       // samples of this step, B × --accumulate (smaller for a partial last step)
+  std::vector<int64_t> split;     // b_r of every rank in the step's first micro-batch
+  std::vector<MicroBatch> micro;  // the step's micro-batches, one without --accumulate, each a batch requested
+  std::vector<int64_t> indices;   // this rank's samples (kept for --dump-samples, logged when trained on)
+  int rank = 0;                   // this rank
   int64_t local_batch() const { return split[size_t(rank)]; }
+  int64_t local_samples() const;  // this rank's samples over the micro-batches
 };
 
 class SyncPlanner {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <string>
 
 #include "train/shared_step.hpp"
 
@@ -49,9 +50,12 @@ void SyncReport::announce(const Checkpointer& checkpointer) const {
   std::printf("data: %s — %lld samples, %dx%dx%d, %d classes%s\n", info.path.c_str(),
               (long long)info.num_samples, info.channels, info.height, info.width, info.num_classes,
               s_.val ? (", validation " + std::to_string(s_.val->info().num_samples) + " samples").c_str() : "");
-  std::printf("model: %s, %lld parameters; global batch %lld, %lld steps/epoch, %d epoch(s), %s\n",
+  const std::string accumulated = cfg_.accumulate > 1 ? " x " + std::to_string(cfg_.accumulate) + " accumulated = " +
+                                                           std::to_string(cfg_.step_batch()) + " per step"
+                                                     : "";
+  std::printf("model: %s, %lld parameters; global batch %lld%s, %lld steps/epoch, %d epoch(s), %s\n",
               cfg_.model.c_str(), (long long)s_.model->param_count(), (long long)cfg_.global_batch,
-              (long long)s_.plan->steps_per_epoch(), cfg_.epochs, schedule_text(s_).c_str());
+              accumulated.c_str(), (long long)s_.plan->steps_per_epoch(), cfg_.epochs, schedule_text(s_).c_str());
   std::printf("gradients: %s reduction, %s\n", s_.comm->name(), buckets_text().c_str());
   if (cfg_.precision != Precision::FP32) std::printf("%s\n", precision_text(cfg_.precision).c_str());
   if (checkpointer.enabled())
