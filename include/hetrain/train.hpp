@@ -121,7 +121,9 @@ TrainResult run_training(const TrainConfig& config);
 
 // `hetrain eval`: a checkpoint's model on a dataset, every rank a contiguous share.
 struct EvalConfig {
-  std::string checkpoint;           // a checkpoint file
+  std::string checkpoint;           // a checkpoint file, or:
+  std::string weights;              // a weights file (data_tools/torch_to_hetrain.py) of `model`, for `data_path`
+  std::string model;
   std::string data_path;            // HDF5 dataset, or:
   int64_t synthetic = 0;            // N synthetic samples of the checkpoint's shape and classes (--seed)
   uint64_t seed = 1;

@@ -420,6 +420,10 @@ int cmd_eval(int argc, char** argv) {
   po::options_description opts("hetrain eval options");
   opts.add_options()
       ("checkpoint", po::value(&cfg.checkpoint), "checkpoint file written by hetrain train")
+      ("weights", po::value(&cfg.weights),
+       "instead of --checkpoint: a weights file (data_tools/torch_to_hetrain.py) of the --model, evaluated on --data")
+      ("model", po::value(&cfg.model), "with --weights: the model (as hetrain train --model); the input shape and "
+       "classes are --data's")
       ("data", po::value(&cfg.data_path), "HDF5 dataset made by hetrain-pack")
       ("synthetic", po::value(&cfg.synthetic)->default_value(0),
        "evaluate on N synthetic samples of the checkpoint's shape and classes instead of --data")
@@ -438,6 +442,7 @@ int cmd_eval(int argc, char** argv) {
     hetrain::train::parse_command_line(argc, argv, opts, vm);
     if (vm.count("help")) {
       std::cout << "Usage: hetrain eval --checkpoint FILE (--data FILE | --synthetic N) [options]\n"
+                   "       hetrain eval --weights FILE --model NAME --data FILE [options]\n"
                 << "Prints loss, top-1 and (with at least 5 classes) top-5 accuracy over every sample; run under\n"
                 << "mpirun/srun to share the samples among ranks.\n\n"
                 << opts << "\n";

@@ -10,6 +10,7 @@
 #include "hetrain/train.hpp"
 #include "train/checkpoint.hpp"
 #include "train/evaluate.hpp"
+#include "train/init_weights.hpp"
 #include "train/outputs.hpp"
 #include "train/resume.hpp"
 #include "train/setup.hpp"
@@ -62,13 +63,25 @@ ModelFacts checkpoint_facts(const EvalConfig& cfg, const dist::World& world,
                             std::optional<LoadedCheckpoint>& loaded) {
   ModelFacts facts;
   dist::agree_on(world.comm(), [&] {
-    HT_CHECK(!cfg.checkpoint.empty(), "give --checkpoint FILE (a checkpoint written by hetrain train)");
+    HT_CHECK(cfg.checkpoint.empty() != cfg.weights.empty(),
+             "give --checkpoint FILE (a checkpoint written by hetrain train) or --weights FILE with --model");
+    HT_CHECK(cfg.weights.empty() || (!cfg.model.empty() && !cfg.data_path.empty()),
+             "--weights needs --model (what the weights are of) and --data (the input shape and classes)");
+    HT_CHECK(cfg.model.empty() || !cfg.weights.empty(), "--model is for --weights (a checkpoint names its model)");
     HT_CHECK(cfg.synthetic >= 0, "--synthetic must be a positive number of samples, got ", cfg.synthetic);
     HT_CHECK((cfg.synthetic > 0) != !cfg.data_path.empty(),
              cfg.synthetic > 0 ? "give either --data or --synthetic, not both" : "no data: give --data FILE or --synthetic N");
     HT_CHECK(cfg.batch >= 1, "--batch must be at least 1, got ", cfg.batch);
     HT_CHECK(cfg.threads >= 1, "--threads must be at least 1, got ", cfg.threads);
     if (world.rank() != 0) return;
+    if (!cfg.weights.empty()) {  // the model as given, shaped by the data
+      const data::DatasetInfo d = open_dataset_source(cfg.data_path, SourceOptions())->info();
+      facts.name = cfg.model;
+      facts.shape[0] = d.channels, facts.shape[1] = d.height, facts.shape[2] = d.width;
+      facts.classes = d.num_classes;
+      if (!cfg.dump_batch.empty()) check_output_path(cfg.dump_batch, "--dump-batch");
+      return;
+    }
     LoadedCheckpoint c;
     c.path = cfg.checkpoint;
     c.info = read_checkpoint_info(cfg.checkpoint);
@@ -135,12 +148,26 @@ EvalResult result_of(const EvalTotals& t, int64_t classes) {
   return r;
 }
 
+// --weights: rank 0 reads them (every tensor of the model must be there) into a checkpoint's host layout.
+CheckpointTensors weights_as_tensors(const EvalConfig& cfg, const dist::World& world, const nn::ParamBuffer& params) {
+  CheckpointTensors t;
+  dist::agree_on_root(world.comm(), [&] {
+    InitialWeights w = read_initial_weights(cfg.weights, params);
+    HT_CHECK(w.kept.empty(), cfg.weights, ": has no tensor ", w.kept.front(), w.kept.size() > 1 ? " (and " +
+             std::to_string(w.kept.size() - 1) + " more)" : "", " of ", cfg.model, " in its shape");
+    t.values = std::move(w.values), t.states = std::move(w.states);
+    t.momentum.assign(t.values.size(), 0.0f);
+  });
+  return t;
+}
+
 // Rank 0's lines.
 void print_evaluation(const EvalConfig& cfg, const ModelFacts& facts, int64_t step, bool averaged, const Setup& s,
                       int ranks, const EvalResult& r) {
   if (!cfg.quiet)
-    std::printf("eval: %s (%s, step %lld%s) on %s, %d rank(s)\n", cfg.checkpoint.c_str(), facts.name.c_str(),
-                (long long)step, averaged ? ", moving average of the weights" : "", s.val->info().path.c_str(), ranks);
+    std::printf("eval: %s (%s, %s%s) on %s, %d rank(s)\n", cfg.weights.empty() ? cfg.checkpoint.c_str() : cfg.weights.c_str(),
+                facts.name.c_str(), cfg.weights.empty() ? ("step " + std::to_string(step)).c_str() : "weights file",
+                averaged ? ", moving average of the weights" : "", s.val->info().path.c_str(), ranks);
   if (r.map50 >= 0) {  // a detector
     std::printf("samples %lld  loss %.4f  mAP@0.5 %.4f  mAP@0.5:0.95 %.4f", (long long)r.samples, r.loss, r.map50,
                 r.map50_95);
@@ -161,6 +188,7 @@ EvalResult run_evaluation(const EvalConfig& cfg) {
   Setup s = evaluation_setup(cfg, world, facts, loaded);
   CheckpointTensors tensors;
   int64_t step = 0;
+  if (!cfg.weights.empty()) tensors = weights_as_tensors(cfg, world, s.model->params());
   if (loaded) tensors = std::move(loaded->tensors), step = loaded->info.global_step;
   broadcast_checkpoint(world.comm(), world.rank() == 0, tensors, step, s.model->params());
   // A --ema-decay run's checkpoint is evaluated with its moving average, which its validation used too.

@@ -2,7 +2,7 @@
 # Weights in (docs/checkpoint-format.md, "Starting from other weights"): a detector's weights go to PyTorch
 # and back (hetrain_to_torch.py, torch_to_hetrain.py) and `hetrain train --init-from` of the round trip
 # trains exactly what --init-from of the checkpoint itself trains, on 2 ranks, and not what a fresh start
-# trains; a classifier fine-tuned to another class count keeps its new head's initialisation and says so;
+# trains, and `hetrain eval --weights` scores them as it scores the checkpoint; a classifier fine-tuned to another class count keeps its new head's initialisation and says so;
 # a damaged file, a file of another kind and --init-from with --resume are refused in one line.
 source "$(dirname "$0")/lib.sh"
 [ -x "$PACK" ] || skip "$PACK not built"
@@ -28,6 +28,12 @@ grep -q "init-from: .*det-weights.h5 (weights of .*det.pt): 291 tensors loaded, 
 run_mpi 2 "${DET[@]}" --max-steps 2 --dump-params "$TMP/fresh.bin" || fail "the fresh run failed"
 float_compare "$TMP/from-ck.bin" "$TMP/from-torch.bin" 0 || fail "the round trip through PyTorch changed the weights"
 float_compare "$TMP/from-ck.bin" "$TMP/fresh.bin" 1e-3 && fail "--init-from trained what a fresh start trains"
+# hetrain eval scores a weights file of a named model as it scores the checkpoint it came from.
+timeout 120 mpirun -n 2 "$HETRAIN" eval --checkpoint "$ck" --data "$TMP/det.h5" --device cpu --quiet >"$TMP/e-ck" \
+  || fail "eval of the checkpoint failed"
+timeout 120 mpirun -n 2 "$HETRAIN" eval --weights "$TMP/det-weights.h5" --model models/yolov5n.yaml --data "$TMP/det.h5" \
+  --device cpu --quiet >"$TMP/e-w" || fail "eval --weights failed"
+grep -q "^samples 32 " "$TMP/e-ck" && cmp "$TMP/e-ck" "$TMP/e-w" || fail "eval --weights: $(cat "$TMP/e-w") against $(cat "$TMP/e-ck")"
 
 # 2. Fine-tuning to another class count: resnet20 of 10 classes into one of 5; its fc keeps its initialisation.
 run_mpi 1 --model resnet20 --synthetic 64 --synthetic-shape 3,16,16 --global-batch 16 --max-steps 1 \
