@@ -4,9 +4,12 @@
 #   plain     lr RECIPE_LR, momentum 0.937 Nesterov, 1 linear warm-up epoch, cosine (the issue's setup)
 #   warm-up   the same with YOLOv5's warm-up: max(3 epochs, 100 steps), biases from lr + 0.1, momentum from 0.8
 #   +ema      the warm-up and YOLOv5's moving average of the weights (decay 0.9999, ramp 2000), validated
+#   pytorch   the plain recipe in PyTorch (bench/yolov5_reference.py: the same YAML network and initialisation,
+#             YOLOv5's loss written from its formulas, the same data, schedule and gradient scale), scored
+#             after each epoch by `hetrain eval --weights`; left out without python3-torch
 # Prints mAP@0.5 and mAP@0.5:0.95 after every epoch (mean over the seeds), the final values per seed with
 # their spread (max − min), and the first epoch at which each recipe reaches the plain one's final
-# mAP@0.5:0.95. Never fails on a result.
+# mAP@0.5:0.95; the reference's loss check against hetrain's. Never fails on a result.
 #
 # Knobs (environment): RECIPE_N (training images, 1536), RECIPE_SIZE (128), RECIPE_EPOCHS (6), RECIPE_B (32),
 # RECIPE_LR (0.06), RECIPE_SEEDS ("1 2 3"), RECIPE_THREADS (2), RECIPE_KEEP=1 keeps the logs.
@@ -39,6 +42,8 @@ COMMON=(--model models/yolov5n.yaml --data "$TMP/train.h5" --val "$TMP/test.h5" 
         --lr "$LR" --momentum 0.937 --nesterov --no-bn-decay --device cpu --threads "$THREADS" --log-every 0)
 WARM=(--warmup-epochs 3 --warmup-min-steps 100 --warmup-bias-lr 0.1 --warmup-momentum 0.8)
 RECIPES="plain warm-up +ema"
+if /usr/bin/python3 -c 'import torch, h5py, yaml' 2>/dev/null; then RECIPES="$RECIPES pytorch"
+else echo "   (no PyTorch reference: python3-torch, python3-h5py or python3-yaml is missing; make deps installs them)"; fi
 args_of() {
   case $1 in
     plain) echo --warmup-epochs 1 ;;
@@ -48,9 +53,20 @@ args_of() {
 }
 # "epoch E: validation loss L, mAP@0.5 X, mAP@0.5:0.95 Y (N samples)" -> "E X Y"
 curve() { sed -n 's/^epoch \([0-9]*\): validation .*mAP@0.5 \([0-9.]*\), mAP@0.5:0.95 \([0-9.]*\).*/\1 \2 \3/p' "$1"; }
+reference() {  # seed: the plain recipe in PyTorch
+  timeout 3600 /usr/bin/python3 bench/yolov5_reference.py --train "$TMP/train.h5" --test "$TMP/test.h5" \
+    --model models/yolov5n.yaml --batch "$B" --epochs "$EPOCHS" --lr "$LR" --warmup-epochs 1 --seed "$1" \
+    --threads "$THREADS" --hetrain "$BIN"
+}
 for recipe in $RECIPES; do
   for seed in $SEEDS; do
     log="$TMP/$recipe-$seed.log"
+    if [ $recipe = pytorch ]; then
+      reference "$seed" >"$log" 2>&1 || { echo "   the PyTorch reference (seed $seed) failed:"; tail -3 "$log"; }
+      sed -n 's/^epoch \([0-9]*\): mAP@0.5 \([0-9.]*\), mAP@0.5:0.95 \([0-9.]*\).*/\1 \2 \3/p' "$log" >"$TMP/$recipe-$seed.curve"
+      grep -h "^loss check" "$log" | sed 's/^/   seed '"$seed"': /'
+      continue
+    fi
     # shellcheck disable=SC2046
     timeout 3600 mpirun -n 1 "$BIN" train "${COMMON[@]}" $(args_of $recipe) --seed "$seed" >"$log" 2>&1 \
       || { echo "   the $recipe run (seed $seed) failed:"; tail -3 "$log"; }
