@@ -52,6 +52,19 @@ struct DatasetInfo {
   int64_t sample_bytes() const { return int64_t(channels) * height * width; }
 };
 
+// Where a dataset's images came from, as `hetrain-pack coco` records it (docs/dataset-format.md): each
+// image's id and its width and height before letterboxing, and each class's category id. `present` is
+// false for a dataset without them.
+struct ImageOrigins {
+  bool present = false;
+  std::vector<int64_t> image_ids;     // [N]
+  std::vector<int32_t> sizes;         // [N, 2]: width, height
+  std::vector<int64_t> category_ids;  // [K], or empty
+};
+// Reads them from the dataset's file or shards, in sample order; throws naming a file whose arrays are
+// missing or mis-sized.
+ImageOrigins read_image_origins(const DatasetInfo& info);
+
 // Boxes of a detection dataset, one row of 5 floats each: (class, cx, cy, w, h), the class an integer in
 // [0, num_classes), the centre and size normalised to [0, 1] by the image's width and height
 // (docs/dataset-format.md, "Detection datasets").

@@ -131,6 +131,7 @@ struct EvalConfig {
   int threads = 1;
   std::string device = "auto";
   std::string dump_batch;           // rank 0 writes its first batch's inputs, labels and logits (HDF5)
+  std::string save_json;            // a detector's detections as COCO results (JSON), boxes in the original images
   bool quiet = false;
 };
 struct EvalResult {

@@ -434,6 +434,9 @@ int cmd_eval(int argc, char** argv) {
       ("dump-batch", po::value(&cfg.dump_batch),
        "write rank 0's first batch (inputs as the model saw them, labels, and the outputs as /logits: a "
        "classifier's [n, K], a detector's head rows [n, A, 5 + nc]) to this HDF5 file")
+      ("save-json", po::value(&cfg.save_json),
+       "a detector: write its detections to this file as COCO results (image_id, category_id, bbox in the "
+       "original image's pixels, score), for pycocotools (docs/detection.md)")
       ("quiet", po::bool_switch(&cfg.quiet), "only the result line")
       ("verbose", po::bool_switch(&verbose), kVerboseHelp)
       ("help,h", "show this help");

@@ -572,4 +572,33 @@ BoxList Dataset::all_boxes() {
   gather_boxes(all, out);
   return out;
 }
+ImageOrigins read_image_origins(const DatasetInfo& info) {
+  ImageOrigins o;
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  {
+    h5::Id f = open_checked(info.path);
+    if (h5::has_attr(f, "category_ids")) o.category_ids = h5::read_int_array_attr(f, "category_ids", info.path);
+  }
+  for (size_t s = 0; s < info.shard_files.size(); ++s) {
+    const std::string& path = info.shard_files[s];
+    h5::Id f = open_checked(path);
+    const bool has = H5Lexists(f, "image_ids", H5P_DEFAULT) > 0 && H5Lexists(f, "source_sizes", H5P_DEFAULT) > 0;
+    if (s == 0) o.present = has;
+    HT_CHECK(has == o.present, path, ": /image_ids and /source_sizes are in some shards of the set and not in others");
+    if (!has) continue;
+    const int64_t n = info.shard_counts.empty() ? info.num_samples : info.shard_counts[s];
+    h5::Id ids(H5Dopen2(f, "image_ids", H5P_DEFAULT)), sizes(H5Dopen2(f, "source_sizes", H5P_DEFAULT));
+    h5::Id ids_space(H5Dget_space(ids)), sizes_space(H5Dget_space(sizes));
+    HT_CHECK(H5Sget_simple_extent_npoints(ids_space) == n && H5Sget_simple_extent_npoints(sizes_space) == 2 * n, path,
+             ": /image_ids and /source_sizes must hold ", n, " and ", n, "x2 values");
+    const size_t at = o.image_ids.size();
+    o.image_ids.resize(at + size_t(n));
+    o.sizes.resize(2 * (at + size_t(n)));
+    HT_CHECK(n == 0 || (H5Dread(ids, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, o.image_ids.data() + at) >= 0 &&
+                        H5Dread(sizes, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, o.sizes.data() + 2 * at) >= 0),
+             path, ": cannot read /image_ids or /source_sizes: ", h5::last_error());
+  }
+  return o;
+}
+
 }  // namespace hetrain::data

@@ -117,8 +117,7 @@ Image resize_bilinear(const Image& in, int out_h, int out_w) {
   return out;
 }
 
-Placement letterbox(const Image& in, int size, uint8_t fill, uint8_t* out) {
-  const int C = in.channels, H = in.height, W = in.width;
+Placement letterbox_placement(int W, int H, int size) {
   HT_CHECK(H > 0 && W > 0 && size > 0, "bad image or target size");
   const double r = double(size) / std::max(H, W);
   const int h = std::clamp(int(std::lround(H * r)), 1, size), w = std::clamp(int(std::lround(W * r)), 1, size);
@@ -127,6 +126,13 @@ Placement letterbox(const Image& in, int size, uint8_t fill, uint8_t* out) {
   p.scale_y = double(h) / H;
   p.pad_x = (size - w) / 2;
   p.pad_y = (size - h) / 2;
+  return p;
+}
+
+Placement letterbox(const Image& in, int size, uint8_t fill, uint8_t* out) {
+  const int C = in.channels, H = in.height, W = in.width;
+  const Placement p = letterbox_placement(W, H, size);
+  const int w = int(std::lround(p.scale_x * W)), h = int(std::lround(p.scale_y * H));
   std::fill(out, out + size_t(C) * size * size, fill);
   const Image scaled = h == H && w == W ? in : resize_bilinear(in, h, w);
   for (int c = 0; c < C; ++c)

@@ -29,6 +29,9 @@ struct Placement {
   double scale_x = 1, scale_y = 1;
   int pad_x = 0, pad_y = 0;
 };
+// Where letterbox() puts a width × height image on a size × size canvas (a pure function of the sizes:
+// hetrain eval --save-json maps detections back with it).
+Placement letterbox_placement(int width, int height, int size);
 // The whole image scaled by size / max(H, W) (bilinear, pixel centres aligned; the scaled sides rounded to
 // whole pixels), centred on a size×size canvas of `fill`, as CHW. Boxes stay whole: nothing is cropped.
 Placement letterbox(const Image& in, int size, uint8_t fill, uint8_t* out_chw);

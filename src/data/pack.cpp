@@ -76,6 +76,7 @@ void fill(const SampleSource& src, const std::vector<int64_t>& order, int64_t be
   std::vector<int32_t> labels(block);
   const bool detection = src.meta.has_boxes;
   std::vector<std::vector<float>> boxes(detection ? block : 0);  // per sample of the block
+  std::vector<SampleOrigin> origins(src.meta.has_origins ? block : 0);
   BoxList batch_boxes;
   for (int64_t b = begin; b < end; b += block) {
     int64_t n = std::min(block, end - b);
@@ -85,6 +86,7 @@ void fill(const SampleSource& src, const std::vector<int64_t>& order, int64_t be
       try {
         if (detection) src.get_boxed(order[b + i], images.data() + i * sb, &labels[i], boxes[i]);
         else src.get(order[b + i], images.data() + i * sb, &labels[i]);
+        if (src.meta.has_origins) origins[i] = src.origin(order[b + i]);
       } catch (...) {
 #pragma omp critical
         if (!err) err = std::current_exception();
@@ -99,7 +101,8 @@ void fill(const SampleSource& src, const std::vector<int64_t>& order, int64_t be
         batch_boxes.offsets.push_back(int64_t(batch_boxes.rows.size()) / kBoxFields);
       }
     }
-    w.append(images.data(), labels.data(), n, detection ? &batch_boxes : nullptr);
+    w.append(images.data(), labels.data(), n, detection ? &batch_boxes : nullptr,
+             src.meta.has_origins ? origins.data() : nullptr);
     progress.add(n);
   }
 }

@@ -28,6 +28,8 @@ class SampleSource {
   // Detection sources (meta.has_boxes) override this: sample i with its boxes, kBoxFields floats each
   // (class, cx, cy, w, h normalised; docs/dataset-format.md). The default is get() with no boxes.
   virtual void get_boxed(int64_t i, uint8_t* image, int32_t* label, std::vector<float>& boxes) const;
+  // Sources with meta.has_origins override this: sample i's image id and size before letterboxing.
+  virtual SampleOrigin origin(int64_t /*i*/) const { return {}; }
   DatasetMeta meta;
 };
 

@@ -78,12 +78,17 @@ class CocoSource : public SampleSource {
     meta.channels = channels;
     meta.height = meta.width = size;
     meta.has_boxes = true;
+    meta.has_origins = true;
     meta.source = "coco: " + annotations + " + " + images_dir + " (letterboxed to " + std::to_string(size) + ")";
   }
   int64_t size() const override { return int64_t(images_.size()); }
   void get(int64_t i, uint8_t* image, int32_t* label) const override {
     std::vector<float> boxes;
     get_boxed(i, image, label, boxes);
+  }
+  SampleOrigin origin(int64_t i) const override {
+    const CocoImage& ci = images_[size_t(i)];
+    return {ci.id, int32_t(ci.width), int32_t(ci.height)};
   }
   void get_boxed(int64_t i, uint8_t* image, int32_t* label, std::vector<float>& boxes) const override {
     const CocoImage& ci = images_[size_t(i)];
@@ -113,6 +118,7 @@ class CocoSource : public SampleSource {
     }
     HT_CHECK(!by_id.empty(), path, ": no categories");
     for (const auto& [id, name] : by_id) {
+      meta.category_ids.push_back(id);
       class_of_[id] = int32_t(meta.class_names.size());
       meta.class_names.push_back(name);
     }

@@ -168,8 +168,12 @@ FileWriter::~FileWriter() {
   release_temp(temp_slot_);
 }
 
-void FileWriter::append(const uint8_t* images, const int32_t* labels, int64_t count, const BoxList* boxes) {
+void FileWriter::append(const uint8_t* images, const int32_t* labels, int64_t count, const BoxList* boxes,
+                        const SampleOrigin* origins) {
   HT_CHECK(!finished_ && written_ + count <= n_, path_, ": more samples appended than the ", n_, " announced");
+  HT_CHECK(meta_.has_origins == (origins != nullptr), path_, ": image origins ",
+           meta_.has_origins ? "missing" : "given for a dataset without them");
+  if (origins) origins_.insert(origins_.end(), origins, origins + count);
   HT_CHECK(meta_.has_boxes == (boxes != nullptr), path_, meta_.has_boxes ? ": a detection dataset needs boxes"
                                                                          : ": boxes given for a classification dataset");
   const int C = meta_.channels;
@@ -232,6 +236,7 @@ void write_common_attrs(hid_t file, const DatasetMeta& meta, int64_t num_samples
     h5::write_string_attr(file, "task", "detection");
     h5::write_int_attr(file, "num_boxes", num_boxes, H5T_STD_I64LE);
   }
+  if (!meta.category_ids.empty()) h5::write_int_array_attr(file, "category_ids", meta.category_ids);
 }
 
 void FileWriter::finish(const std::vector<float>& mean, const std::vector<float>& std, int shard_index,
@@ -245,6 +250,19 @@ void FileWriter::finish(const std::vector<float>& mean, const std::vector<float>
     h5::Id d(H5Dcreate2(file_, "box_offsets", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
     HT_CHECK(d.valid() && H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, box_offsets_.data()) >= 0,
              tmp_, ": cannot write /box_offsets: ", h5::last_error());
+  }
+  if (meta_.has_origins) {
+    std::vector<int64_t> ids(origins_.size());
+    std::vector<int32_t> sizes(2 * origins_.size());
+    for (size_t i = 0; i < origins_.size(); ++i)
+      ids[i] = origins_[i].image_id, sizes[2 * i] = origins_[i].width, sizes[2 * i + 1] = origins_[i].height;
+    hsize_t dims[2] = {hsize_t(ids.size()), 2};
+    h5::Id s1(H5Screate_simple(1, dims, nullptr)), s2(H5Screate_simple(2, dims, nullptr));
+    h5::Id d1(H5Dcreate2(file_, "image_ids", H5T_STD_I64LE, s1, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    h5::Id d2(H5Dcreate2(file_, "source_sizes", H5T_STD_I32LE, s2, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    HT_CHECK(d1.valid() && d2.valid() && (ids.empty() || (H5Dwrite(d1, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, ids.data()) >= 0 &&
+                                                         H5Dwrite(d2, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, sizes.data()) >= 0)),
+             tmp_, ": cannot write /image_ids and /source_sizes: ", h5::last_error());
   }
   boxes_.reset();
   if (shard_index >= 0) {

@@ -25,6 +25,16 @@ struct DatasetMeta {
   std::vector<std::string> class_names;
   std::string source;  // free text: converter and input files
   bool has_boxes = false;  // a detection dataset: /boxes and /box_offsets, task = "detection"
+  // Each image's origin (/image_ids, /source_sizes; hetrain-pack coco): what hetrain eval --save-json maps
+  // its detections back to. category_ids (an attribute when given): the source's id of each class.
+  bool has_origins = false;
+  std::vector<int64_t> category_ids;
+};
+
+// Where a packed image came from: its id and its size before letterboxing (docs/dataset-format.md).
+struct SampleOrigin {
+  int64_t image_id = 0;
+  int32_t width = 0, height = 0;
 };
 
 // Temporary files and signals: every temporary a FileWriter or write_index creates is recorded (in static
@@ -48,7 +58,9 @@ class FileWriter {
 
   // images [count, C, H, W], labels [count]; labels must lie in [0, num_classes). Detection datasets
   // (meta.has_boxes) also take the boxes of these `count` samples, each checked by box_problem().
-  void append(const uint8_t* images, const int32_t* labels, int64_t count, const BoxList* boxes = nullptr);
+  // Datasets with origins (meta.has_origins) also take each sample's SampleOrigin.
+  void append(const uint8_t* images, const int32_t* labels, int64_t count, const BoxList* boxes = nullptr,
+              const SampleOrigin* origins = nullptr);
   int64_t written() const { return written_; }
   int64_t boxes_written() const { return box_offsets_.back(); }
   // Per-channel Σx and Σx² on the [0,1] scale over everything appended, and the class histogram.
@@ -68,6 +80,7 @@ class FileWriter {
   int64_t n_, written_ = 0;
   h5::Id file_, images_, labels_, boxes_;
   std::vector<int64_t> box_offsets_{0};  // [written + 1]; /box_offsets is written by finish()
+  std::vector<SampleOrigin> origins_;    // /image_ids and /source_sizes, written by finish()
   std::vector<double> sum_, sumsq_;
   std::vector<int64_t> hist_;
   bool finished_ = false, committed_ = false;

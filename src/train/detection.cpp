@@ -92,9 +92,9 @@ void pack_image(const std::vector<detect::Detection>& dets, const std::vector<de
   for (const detect::GroundTruth& t : truths) out.insert(out.end(), {t.box.x0, t.box.y0, t.box.x1, t.box.y1, float(t.cls)});
 }
 
-void unpack_images(const std::vector<float>& in, detect::MapAccumulator& acc) {
+void unpack_images(const std::vector<float>& in, detect::MapAccumulator& acc, const ImageDetections& each_image) {
   size_t i = 0;
-  while (i < in.size()) {
+  for (int64_t image = 0; i < in.size(); ++image) {
     const size_t nd = size_t(in[i]), nt = size_t(in[i + 1]);
     i += 2;
     std::vector<detect::Detection> dets(nd);
@@ -109,13 +109,15 @@ void unpack_images(const std::vector<float>& in, detect::MapAccumulator& acc) {
       t.cls = int(in[i + 4]);
       i += 5;
     }
+    if (each_image) each_image(image, dets);
     acc.add_image(dets, truths);
   }
 }
 }  // namespace
 
 DetectionTotals evaluate_detection(nn::Model& model, BatchSource& source, DeviceInput* input, MPI_Comm comm,
-                                   int64_t chunk, const FirstBatchHook& first_batch) {
+                                   int64_t chunk, const FirstBatchHook& first_batch,
+                                   const ImageDetections& each_image) {
   const nn::DetectHeadLayout* layout = model.detect_head();
   HT_CHECK(layout, "evaluate_detection: the model has no Detect head");
   const DetectionLoss loss(*layout);
@@ -156,7 +158,7 @@ DetectionTotals evaluate_detection(nn::Model& model, BatchSource& source, Device
   double v[4] = {t.loss_sum, t.count, 0, 0};
   if (rank == 0) {
     detect::MapAccumulator acc(spec.num_classes);
-    unpack_images(all, acc);
+    unpack_images(all, acc, each_image);
     t.map = acc.compute();
     v[2] = t.map.map50, v[3] = t.map.map50_95;
   }

@@ -7,6 +7,8 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "detect/yolo_loss.hpp"
 #include "hetrain/data.hpp"
@@ -66,8 +68,11 @@ struct DetectionTotals {
 // Collective over `comm`: each rank runs its contiguous share of `source` through the model (inference
 // mode, `chunk` images at a time), decodes and suppresses its detections (YOLOv5's validation settings),
 // and rank 0 scores all images in dataset order, so the result does not depend on the number of ranks.
-// `first_batch` sees rank 0's first chunk: its inputs, labels and head rows (hetrain eval --dump-batch).
+// `first_batch` sees rank 0's first chunk: its inputs, labels and head rows (hetrain eval --dump-batch);
+// `each_image`, on rank 0, every image's detections after NMS with its index in the dataset (--save-json).
+using ImageDetections = std::function<void(int64_t image, const std::vector<detect::Detection>& detections)>;
 DetectionTotals evaluate_detection(nn::Model& model, BatchSource& source, DeviceInput* input, MPI_Comm comm,
-                                   int64_t chunk, const FirstBatchHook& first_batch = nullptr);
+                                   int64_t chunk, const FirstBatchHook& first_batch = nullptr,
+                                   const ImageDetections& each_image = nullptr);
 
 }  // namespace hetrain::train

@@ -1,6 +1,7 @@
 // `hetrain eval`: a checkpoint's model over a dataset on any number of ranks (hetrain/train.hpp).
 #include <cstdio>
 #include <mutex>
+#include <optional>
 
 #include "data/h5util.hpp"
 #include "hetrain/data.hpp"
@@ -9,6 +10,8 @@
 #include "hetrain/threading.hpp"
 #include "hetrain/train.hpp"
 #include "train/checkpoint.hpp"
+#include "train/coco_results.hpp"
+#include "train/detection.hpp"
 #include "train/evaluate.hpp"
 #include "train/init_weights.hpp"
 #include "train/outputs.hpp"
@@ -80,6 +83,7 @@ ModelFacts checkpoint_facts(const EvalConfig& cfg, const dist::World& world,
       facts.shape[0] = d.channels, facts.shape[1] = d.height, facts.shape[2] = d.width;
       facts.classes = d.num_classes;
       if (!cfg.dump_batch.empty()) check_output_path(cfg.dump_batch, "--dump-batch");
+      if (!cfg.save_json.empty()) check_output_path(cfg.save_json, "--save-json");
       return;
     }
     LoadedCheckpoint c;
@@ -90,6 +94,7 @@ ModelFacts checkpoint_facts(const EvalConfig& cfg, const dist::World& world,
     facts.classes = c.info.num_classes;
     loaded = std::move(c);
     if (!cfg.dump_batch.empty()) check_output_path(cfg.dump_batch, "--dump-batch");
+    if (!cfg.save_json.empty()) check_output_path(cfg.save_json, "--save-json");
   });
   broadcast(world.comm(), facts);
   return facts;
@@ -127,6 +132,8 @@ Setup evaluation_setup(const EvalConfig& cfg, dist::World& world, const ModelFac
     if (s.model->detect_head()) {
       data::require_detection(d, "model " + facts.name);
       scale_detector_inputs(*s.val);
+    } else if (!cfg.save_json.empty()) {
+      HT_THROW("--save-json writes a detector's detections; model ", facts.name, " is a classifier");
     } else {
       data::require_classification(d, "model " + facts.name);
     }
@@ -211,11 +218,33 @@ EvalResult run_evaluation(const EvalConfig& cfg) {
         dump_error = e.message();
       }
     };
-  const EvalTotals t = evaluate(*s.model, *s.val, input.get(), world.comm(), cfg.batch, hook);
-  dist::agree_on_root(world.comm(), [&] { HT_CHECK(dump_error.empty(), dump_error); });
+  std::optional<CocoResults> coco;  // --save-json, rank 0
+  dist::agree_on_root(world.comm(), [&] {
+    if (!cfg.save_json.empty())
+      coco.emplace(data::read_image_origins(s.val->info()), s.val->info().height, s.val->info().num_samples);
+  });
+  EvalTotals t;
+  if (coco || (!cfg.save_json.empty() && world.rank() != 0)) {  // a detector (checked at set-up)
+    const DetectionTotals d = evaluate_detection(*s.model, *s.val, input.get(), world.comm(), cfg.batch, hook,
+                                                 [&](int64_t image, const std::vector<detect::Detection>& dets) {
+                                                   if (coco) coco->add_image(image, dets);
+                                                 });
+    t.loss_sum = d.loss_sum, t.count = d.count, t.map50 = d.map.map50, t.map50_95 = d.map.map50_95;
+  } else {
+    t = evaluate(*s.model, *s.val, input.get(), world.comm(), cfg.batch, hook);
+  }
+  dist::agree_on_root(world.comm(), [&] {
+    HT_CHECK(dump_error.empty(), dump_error);
+    if (!coco) return;
+    coco->write(cfg.save_json);
+  });
 
   const EvalResult r = result_of(t, facts.classes);
   if (world.rank() == 0) print_evaluation(cfg, facts, step, averaged, s, world.size(), r);
+  if (coco && !cfg.quiet)
+    std::printf("detections: %lld written to %s as COCO results (%s)\n", (long long)coco->detections(),
+                cfg.save_json.c_str(), coco->mapped() ? "boxes in the original images' pixels"
+                : "the dataset records no image origins: image ids are its indices, boxes in its letterboxed images");
   return r;
 }
 
