@@ -91,9 +91,9 @@ for recipe in $RECIPES; do
       if (NR == 1 || $2 < lo) lo = $2; if (NR == 1 || $2 > hi) hi = $2; if (NR == 1 || $3 < lo2) lo2 = $3; if (NR == 1 || $3 > hi2) hi2 = $3 }
     END { if (NR) printf "%s (%.3f, %.3f) |%s (%.3f, %.3f)", v, s / NR, hi - lo, w, t / NR, hi2 - lo2 }' "$TMP/$recipe.final")"
 done
-target=$(awk '{ t += $3 } END { if (NR) printf "%.4f", t / NR }' "$TMP/plain.final")
+target=$(awk '{ t += $3 } END { if (NR) printf "%.10f", t / NR }' "$TMP/plain.final")
 echo
-echo "   first epoch whose mean mAP@0.5:0.95 reaches plain's final mean ($target):"
+echo "   first epoch whose mean mAP@0.5:0.95 reaches plain's final mean ($(printf "%.3f" "$target")):"
 for recipe in $RECIPES; do
   printf "   %-8s %s\n" "$recipe" "$(cat "$TMP/$recipe"-*.curve | awk -v t="$target" -v n="$EPOCHS" '{ b[$1] += $3; c[$1]++ }
     END { for (e = 1; e <= n; e++) if (c[e] && b[e] / c[e] >= t - 1e-9) { print "epoch " e; exit } print "not reached" }')"
