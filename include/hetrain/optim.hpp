@@ -41,7 +41,7 @@ class Sgd {
   SgdConfig config_;
   Tensor velocity_;    // on the parameters' device (moved at the first step there)
   Tensor decay_mask_;  // per parameter element: weight decay factor (0 or wd); follows the parameters' device
-  Tensor bias_group_;  // per parameter element: 1 in the bias group, else 0; follows the parameters' device
+  Tensor bias_group_;  // per element: 1 in the bias group, else 0; made at the first step that needs it
 };
 
 struct ScheduleConfig {

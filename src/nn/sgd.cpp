@@ -5,6 +5,17 @@
 #include "ops/sgd/sgd.hpp"
 
 namespace hetrain::optim {
+namespace {
+// 1 for every element of a Bias or BnBias parameter (YOLOv5's group 0), else 0; on the host.
+Tensor bias_group_mask(const nn::ParamBuffer& params) {
+  Tensor mask({params.count()});
+  mask.zero();
+  for (const nn::ParamSpec& s : params.specs())
+    if (s.kind == nn::ParamKind::Bias || s.kind == nn::ParamKind::BnBias)
+      for (int64_t j = 0; j < s.numel(); ++j) mask[s.offset + j] = 1.0f;
+  return mask;
+}
+}  // namespace
 
 Sgd::Sgd(const nn::ParamBuffer& params, const SgdConfig& config) : config_(config) {
   HT_CHECK(params.finalized(), "sgd: parameter buffer not finalized");
@@ -14,11 +25,6 @@ Sgd::Sgd(const nn::ParamBuffer& params, const SgdConfig& config) : config_(confi
   velocity_ = Tensor({params.count()});
   decay_mask_ = Tensor({params.count()});
   decay_mask_.fill(config.weight_decay);
-  bias_group_ = Tensor({params.count()});
-  bias_group_.zero();
-  for (const nn::ParamSpec& s : params.specs())
-    if (s.kind == nn::ParamKind::Bias || s.kind == nn::ParamKind::BnBias)
-      for (int64_t j = 0; j < s.numel(); ++j) bias_group_[s.offset + j] = 1.0f;
   if (!config.decay_bn_and_bias) {
     for (const nn::ParamSpec& s : params.specs()) {
       const bool exempt =
@@ -51,6 +57,7 @@ void Sgd::step(nn::ParamBuffer& params, const StepRates& rates) {
   h.nesterov = config_.nesterov;
   // The bias group's mask is read only while its rate differs (YOLOv5's warm-up).
   const bool grouped = rates.bias_lr != rates.lr;
+  if (grouped && !bias_group_.defined()) bias_group_ = bias_group_mask(params).to(device);  // first such step
   if (grouped && bias_group_.device() != device) bias_group_ = bias_group_.to(device);
   ops::sgd_update(params.values(), velocity_, params.grads(), decay_mask_, h, grouped ? &bias_group_ : nullptr);
 }

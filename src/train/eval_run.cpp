@@ -224,7 +224,7 @@ EvalResult run_evaluation(const EvalConfig& cfg) {
       coco.emplace(data::read_image_origins(s.val->info()), s.val->info().height, s.val->info().num_samples);
   });
   EvalTotals t;
-  if (coco || (!cfg.save_json.empty() && world.rank() != 0)) {  // a detector (checked at set-up)
+  if (!cfg.save_json.empty()) {  // a detector (checked at set-up); rank 0 holds `coco`
     const DetectionTotals d = evaluate_detection(*s.model, *s.val, input.get(), world.comm(), cfg.batch, hook,
                                                  [&](int64_t image, const std::vector<detect::Detection>& dets) {
                                                    if (coco) coco->add_image(image, dets);

@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 
 #include "data/h5util.hpp"
@@ -57,9 +58,12 @@ DatasetFacts facts_of(hid_t d) {
 }
 
 // Reads every tensor of `groups` (each in byte order of names), for the checksum and by name.
+struct FileTensor {
+  Shape shape;
+  std::vector<float> values;
+};
 struct FileTensors {
-  std::vector<std::pair<std::string, Shape>> shapes;  // "group/name" → shape, float32 ones only
-  std::vector<std::vector<float>> floats;             // their values, in that order
+  std::map<std::string, FileTensor> floats;  // "group/name" → the float32 tensors
   uint32_t crc = 0;
 };
 FileTensors read_groups(hid_t file, const std::vector<std::string>& groups, const std::string& path) {
@@ -80,10 +84,10 @@ FileTensors read_groups(hid_t file, const std::vector<std::string>& groups, cons
         crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data()) + off,
                     uInt(std::min(bytes.size() - off, size_t(1) << 30)));
       if (!f.is_float) continue;
-      std::vector<float> v(static_cast<size_t>(n));
-      std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(v.data()));
-      t.shapes.emplace_back(where, f.shape);
-      t.floats.push_back(std::move(v));
+      FileTensor& out = t.floats[where];
+      out.shape = f.shape;
+      out.values.resize(static_cast<size_t>(n));
+      std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(out.values.data()));
     }
   t.crc = uint32_t(crc);
   return t;
@@ -91,14 +95,10 @@ FileTensors read_groups(hid_t file, const std::vector<std::string>& groups, cons
 
 // Copies the file's tensor `group/name` over `out` when its shape is `shape`; false when it has none.
 bool take(const FileTensors& t, const std::string& group, const std::string& name, const Shape& shape, float* out) {
-  const std::string key = group + "/" + name;
-  for (size_t i = 0; i < t.shapes.size(); ++i)
-    if (t.shapes[i].first == key) {
-      if (t.shapes[i].second != shape) return false;
-      std::copy(t.floats[i].begin(), t.floats[i].end(), out);
-      return true;
-    }
-  return false;
+  const auto it = t.floats.find(group + "/" + name);
+  if (it == t.floats.end() || it->second.shape != shape) return false;
+  std::copy(it->second.values.begin(), it->second.values.end(), out);
+  return true;
 }
 
 }  // namespace

@@ -181,10 +181,11 @@ class SyncMode final : public TrainingMode {
   // gradients / b. Weighted b/S in the reduction, S the step's samples, the ranks' buffers add up to the mean
   // over the step for any split. Without --accumulate: b_k = b, S = B, the weight b_r/B (times 1/the FP16
   // scale, which the backward carried).
-  double share_base(const PlannedStep& plan) const { return double(std::max<int64_t>(1, plan.local_batch())); }
+  double share_base(const PlannedStep& plan) const {
+    return plan.micro.size() == 1 ? double(plan.local_batch()) : double(std::max<int64_t>(1, plan.local_batch()));
+  }
   double reduction_weight(const PlannedStep& plan, const BackwardScale& scale) const {
-    const double base = plan.micro.size() == 1 ? double(plan.local_batch()) : share_base(plan);
-    return base / double(plan.global_batch) / scale.rank_scale;
+    return share_base(plan) / double(plan.global_batch) / scale.rank_scale;
   }
 
   // A micro-batch's batch: on a GPU uploaded during the previous micro-batch or step, else taken from the
@@ -218,7 +219,7 @@ class SyncMode final : public TrainingMode {
     StepInput first = take_batch(plan.micro.front().split[size_t(world_.rank())], mine.wait);
     ComputeClock clock;
     const size_t count = plan.micro.size();
-    const double base = count == 1 ? double(plan.local_batch()) : share_base(plan);
+    const double base = share_base(plan);
     LocalOutcome total;
     double inner_wait = 0;  // waits for batches inside the clock: the next one's, and the later micro-batches'
     for (size_t k = 0; k < count; ++k) {
