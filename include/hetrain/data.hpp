@@ -162,10 +162,30 @@ class EpochPlan {  // seeded permutation per epoch, identical on every rank with
   mutable std::vector<int64_t> cached_perm_;
 };
 
+// YOLOv5's training augmentations of a detection sample, its defaults YOLOv5's hyperparameters
+// (docs/detection.md, "Augmentation"). Each is off at 0.
+struct DetectAugment {
+  float mosaic = 1.0f;      // probability that a sample becomes a mosaic of itself and 3 partner images
+  float scale = 0.5f;       // random affine: zoom uniform in [1 − scale, 1 + scale]
+  float translate = 0.1f;   // random affine: shift uniform in ±translate × the image's width / height
+  float hsv_h = 0.015f;     // hue, saturation and value gains uniform in [1 − g, 1 + g]
+  float hsv_s = 0.7f;
+  float hsv_v = 0.4f;
+  float fliplr = 0.5f;      // probability of a left-right flip
+  // Throws one line naming the option (--mosaic ...) whose value is out of range.
+  void check() const;
+  std::string describe() const;  // "mosaic 1, scale ±0.5, translate ±0.1, HSV gains ±0.015/0.7/0.4, flip 0.5"
+};
+
 struct AugmentConfig {
+  AugmentConfig() = default;
+  AugmentConfig(bool crop, int padding, bool flip) : random_crop(crop), crop_padding(padding), hflip(flip) {}
   bool random_crop = false;
   int crop_padding = 4;
   bool hflip = false;
+  // Detection datasets: compose each sample with `detect` (before any crop and flip above).
+  bool detection = false;
+  DetectAugment detect;
 };
 
 // images: the samples `indices` (their dataset indices), C×H×W uint8 each → out float [n, C, H, W]: optional
@@ -194,6 +214,39 @@ std::vector<int32_t> draw_crop_flip_positions(int64_t n, bool augment, const Aug
 // them (cx → 1 − cx). A clipped box keeps its place only while it has width, height and at least 10 % of
 // its area inside the image; otherwise it is dropped (docs/detection.md).
 void move_boxes(BoxList& boxes, const std::vector<int32_t>& crop_flip, int pad, int height, int width);
+
+// The draws of one detection sample, from Rng(aug_seed, its dataset index) only (through its own stream, so
+// that crop_flip's draws stay as they were): whether it is a mosaic and with which 3 partners, the mosaic
+// centre, the affine zoom and shift, the HSV gains and the flip. Every value is drawn whatever the settings,
+// so turning one augmentation off leaves the others' draws alone.
+struct DetectDraw {
+  bool mosaic = false;
+  int64_t partners[3] = {-1, -1, -1};  // dataset indices (mosaic only)
+  double centre_x = 0, centre_y = 0;   // the mosaic centre on the 2H × 2W canvas, in [W/2, 3W/2) × [H/2, 3H/2)
+  double zoom = 1, shift_x = 0, shift_y = 0;  // shift: fractions of the width / height, around 0
+  double gain[3] = {1, 1, 1};                 // hue, saturation, value
+  bool flip = false;
+};
+DetectDraw draw_detection(const DetectAugment& a, uint64_t aug_seed, int64_t index, int64_t num_samples, int height,
+                          int width);
+
+// What a batch of detection samples reads: `read` = the batch's indices, then the partners of its mosaics;
+// sample i's partners sit at read[first_partner[i] .. +3) (first_partner[i] = -1: not a mosaic).
+struct DetectReads {
+  std::vector<int64_t> read;
+  std::vector<int64_t> first_partner;
+};
+DetectReads plan_detection_reads(const DetectAugment& a, uint64_t aug_seed, const std::vector<int64_t>& indices,
+                                 int64_t num_samples, int height, int width);
+
+// Composes each sample of `plan` as YOLOv5 trains on it: a mosaic of 4 (or the image alone) under a random
+// affine, a grey (114) border where nothing lands; HSV gains; a left-right flip. `images` and `boxes` hold
+// the samples of plan.read in that order; `out` receives n = indices.size() images (uint8 C × H × W each)
+// and `out_boxes` their boxes, moved with the pixels: clipped to the image and dropped when under 2 pixels
+// wide or high, under 10 % of their area before clipping, or more elongated than 100:1 (docs/detection.md).
+void augment_detection_batch(const DetectAugment& a, uint64_t aug_seed, const std::vector<int64_t>& indices,
+                             const DetectReads& plan, const uint8_t* images, const BoxList& boxes,
+                             const DatasetInfo& info, uint8_t* out, BoxList& out_boxes, int threads);
 
 enum class BatchForm {
   Float,  // images: augmented and normalised on the host (CPU ranks)
@@ -236,6 +289,7 @@ class Prefetcher {  // a reader thread and an augmentation stage, `depth` batche
     AugmentConfig aug;
     uint64_t seed;
     BatchForm form;
+    DetectReads reads;         // detection samples composed as YOLOv5 does: what the reader read for them
     std::vector<uint8_t> raw;  // read, not yet augmented (a buffer from raw_pool_)
     Batch result;
     std::exception_ptr error;
@@ -243,6 +297,8 @@ class Prefetcher {  // a reader thread and an augmentation stage, `depth` batche
   };
   void read_loop();     // reads job k+1 ...
   void augment_loop();  // ... while job k is converted to float (or drawn, Raw form): the stages overlap
+  bool composes(const Job& job) const;  // a detection batch augmented as YOLOv5 does
+  void compose_detection(Job& job);
   Dataset& ds_;
   int depth_, threads_;
   mutable std::mutex mu_;

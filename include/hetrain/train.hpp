@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "hetrain/data.hpp"
 #include "hetrain/precision.hpp"
 
 namespace hetrain::train {
@@ -25,7 +26,13 @@ struct TrainConfig {
   int64_t synthetic_val = 0;      // held-out synthetic samples for validation (same generator)
   std::vector<int> synthetic_shape = {3, 32, 32};  // C, H, W of synthetic images
   int synthetic_classes = 10;
-  bool augment = false;           // random crop (pad 4) + horizontal flip
+  // --augment: classifiers get a random crop (pad 4) + horizontal flip. Detectors are augmented without it
+  // (detect_augment, YOLOv5's recipe) unless --no-augment.
+  bool augment = false;
+  bool no_augment = false;
+  data::DetectAugment detect_augment;
+  // Whether training batches of a model of this kind are augmented.
+  bool augments(bool detector) const { return !no_augment && (augment || detector); }
   int prefetch_depth = 2;
   bool node_cache = false;        // hold the dataset in memory once per node (MPI shared-memory window)
   std::string last_batch = "drop";  // drop | partial

@@ -137,7 +137,23 @@ po::options_description data_options(TrainConfig& c, RawTrainOptions& raw) {
       ("synthetic-val", po::value(&c.synthetic_val), "held-out synthetic samples for validation")
       ("synthetic-shape", po::value(&raw.shape)->default_value("3,32,32"), "C,H,W of synthetic images")
       ("synthetic-classes", po::value(&c.synthetic_classes)->default_value(10), "classes of synthetic data")
-      ("augment", po::bool_switch(&c.augment), "random crop (4-pixel padding) and horizontal flip")
+      ("augment", po::bool_switch(&c.augment),
+       "augment the training data: a classifier's by random crop (4-pixel padding) and horizontal flip. Detectors "
+       "are augmented without it, as YOLOv5 is, by the next options (docs/detection.md, \"Augmentation\")")
+      ("no-augment", po::bool_switch(&c.no_augment), "no augmentation at all, detectors included")
+      ("mosaic", po::value(&c.detect_augment.mosaic)->default_value(1.0f, "1"),
+       "detectors: probability that a training image becomes a mosaic of 4 (itself and 3 images drawn from the "
+       "dataset by its seed, epoch and index); 0 turns mosaics off")
+      ("affine-scale", po::value(&c.detect_augment.scale)->default_value(0.5f, "0.5"),
+       "detectors: random zoom in [1 - S, 1 + S]; 0 turns it off")
+      ("affine-translate", po::value(&c.detect_augment.translate)->default_value(0.1f, "0.1"),
+       "detectors: random shift by up to T times the image's width and height; 0 turns it off")
+      ("hsv-h", po::value(&c.detect_augment.hsv_h)->default_value(0.015f, "0.015"),
+       "detectors: random hue gain in [1 - G, 1 + G] (--hsv-s saturation, --hsv-v value); 0 turns it off")
+      ("hsv-s", po::value(&c.detect_augment.hsv_s)->default_value(0.7f, "0.7"), "detectors: saturation gain range")
+      ("hsv-v", po::value(&c.detect_augment.hsv_v)->default_value(0.4f, "0.4"), "detectors: value gain range")
+      ("fliplr", po::value(&c.detect_augment.fliplr)->default_value(0.5f, "0.5"),
+       "detectors: probability of a left-right flip; 0 turns it off")
       ("prefetch", po::value(&c.prefetch_depth)->default_value(2), "batches read ahead by the background reader")
       ("cache", po::bool_switch(&c.node_cache), "hold the dataset in memory, one copy per node (MPI shared memory)")
       ("last-batch", po::value(&c.last_batch)->default_value("drop"), "last partial batch of an epoch: drop | partial");
@@ -375,6 +391,8 @@ int cmd_train(int argc, char** argv) {
     cfg.synthetic_shape = parse_ints(raw.shape, "--synthetic-shape");
     if (!raw.milestones.empty()) cfg.milestones = parse_ints(raw.milestones, "--milestones");
     cfg.decay_bn_and_bias = !raw.no_bn_decay;
+    if (cfg.augment && cfg.no_augment) throw std::runtime_error("--augment and --no-augment contradict each other: give one");
+    cfg.detect_augment.check();
     cfg.precision = hetrain::parse_precision(raw.precision, "--precision");
     if (raw.tf32) {
       if (!vm["precision"].defaulted() && cfg.precision != hetrain::Precision::TF32)

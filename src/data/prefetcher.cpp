@@ -2,8 +2,9 @@
 // in order, at most `depth` batches ahead of next(); the augmentation thread converts each read batch to a
 // normalised float tensor (or, Raw form, only draws its crops and flips for the device to apply). So reading
 // batch k+1 overlaps converting batch k, and both overlap the trainer's compute. Errors are stored with their
-// batch and rethrown by next(). Detection datasets: the reader also delivers each sample's boxes, and the
-// augmentation stage moves them with the sample's crop and flip (in both forms).
+// batch and rethrown by next(). Detection datasets: the reader also delivers each sample's boxes (and reads
+// the partners of its mosaics), and the augmentation stage composes the samples as YOLOv5 does
+// (augment_detection_batch) and moves the boxes with any crop and flip (in both forms).
 #include <algorithm>
 #include <chrono>
 
@@ -67,10 +68,16 @@ void Prefetcher::read_loop() {
     }
     try {
       const DatasetInfo& info = ds_.info();
-      const size_t n = job->indices.size();
+      // A detection sample composed as YOLOv5 does (a mosaic) needs its partners' pixels and boxes too.
+      if (composes(*job))
+        job->reads = plan_detection_reads(job->aug.detect, job->seed, job->indices, info.num_samples, info.height,
+                                          info.width);
+      const std::vector<int64_t>& read = composes(*job) ? job->reads.read : job->indices;
+      const size_t n = read.size();
       if (raw.size() < n * size_t(info.sample_bytes())) raw.resize(n * size_t(info.sample_bytes()));
       job->result.labels.resize(n);
-      ds_.read(job->indices, raw.data(), job->result.labels.data(), ds_.has_boxes() ? &job->result.boxes : nullptr);
+      ds_.read(read, raw.data(), job->result.labels.data(), ds_.has_boxes() ? &job->result.boxes : nullptr);
+      job->result.labels.resize(job->indices.size());
     } catch (...) {
       job->error = std::current_exception();
     }
@@ -106,6 +113,7 @@ void Prefetcher::augment_loop() {
       try {
         const DatasetInfo& info = ds_.info();
         const int64_t n = int64_t(job->indices.size());
+        if (composes(*job)) compose_detection(*job);
         if (info.has_boxes && job->augment)
           move_boxes(job->result.boxes, draw_crop_flip(job->indices, true, job->aug, job->seed),
                      crop_pad(true, job->aug), info.height, info.width);
@@ -133,6 +141,33 @@ void Prefetcher::augment_loop() {
     }
     cv_.notify_all();
   }
+}
+
+bool Prefetcher::composes(const Job& job) const {
+  return job.augment && job.aug.detection && ds_.has_boxes();
+}
+
+// Replaces the read samples (the batch's, then its mosaics' partners) by the batch's composed samples and
+// their boxes; the read buffer goes back to the pool.
+void Prefetcher::compose_detection(Job& job) {
+  const DatasetInfo& info = ds_.info();
+  std::vector<uint8_t> composed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!raw_pool_.empty()) {
+      composed = std::move(raw_pool_.back());
+      raw_pool_.pop_back();
+    }
+  }
+  const size_t bytes = job.indices.size() * size_t(info.sample_bytes());
+  if (composed.size() < bytes) composed.resize(bytes);
+  BoxList boxes;
+  augment_detection_batch(job.aug.detect, job.seed, job.indices, job.reads, job.raw.data(), job.result.boxes, info,
+                          composed.data(), boxes, threads_);
+  job.result.boxes = std::move(boxes);
+  std::swap(job.raw, composed);
+  std::lock_guard<std::mutex> lock(mu_);
+  raw_pool_.push_back(std::move(composed));
 }
 
 Batch Prefetcher::next() {

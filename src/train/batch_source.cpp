@@ -24,6 +24,7 @@ class DatasetSource : public BatchSource {
   void set_normalisation(std::vector<float> mean, std::vector<float> std) override {
     dataset_->set_normalisation(std::move(mean), std::move(std));
   }
+  void set_augmentation(const data::AugmentConfig& augment) override { augment_ = augment; }
   void enable_node_cache(MPI_Comm node_comm) override { dataset_->enable_node_cache(node_comm); }
 
  private:
@@ -56,6 +57,7 @@ class SyntheticSource : public BatchSource {
     info_.mean = std::move(mean);
     info_.std = std::move(std);
   }
+  void set_augmentation(const data::AugmentConfig& augment) override { augment_ = augment; }
 
   void submit(std::vector<int64_t> indices, bool augment, uint64_t aug_seed, data::BatchForm form) override {
     queue_.push_back({std::move(indices), augment, aug_seed, form});

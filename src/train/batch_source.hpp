@@ -25,6 +25,9 @@ class BatchSource {
   // Replaces info()'s mean and std, what batches are normalised by (data::Dataset::set_normalisation).
   // Before the first submit().
   virtual void set_normalisation(std::vector<float> mean, std::vector<float> std) = 0;
+  // Replaces how batches submitted with augment = true are augmented (SourceOptions::augment). Before the
+  // first submit().
+  virtual void set_augmentation(const data::AugmentConfig& augment) = 0;
   // Collective over node_comm: keep the data in memory once per node. A no-op for in-memory sources.
   virtual void enable_node_cache(MPI_Comm node_comm) {}
 };

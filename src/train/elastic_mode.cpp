@@ -274,7 +274,7 @@ class ElasticMode final : public TrainingMode {
       indices.insert(indices.end(), span.begin(), span.end());
     }
     const int64_t epoch = first / s_.train->info().num_samples;
-    s_.train->submit(std::move(indices), cfg_.augment, augmentation_seed(cfg_.seed, epoch),
+    s_.train->submit(std::move(indices), s_.augment, augmentation_seed(cfg_.seed, epoch),
                      on_gpu() ? data::BatchForm::Raw : data::BatchForm::Float);
     StepInput in;
     in.batch = s_.train->next();

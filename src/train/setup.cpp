@@ -330,6 +330,24 @@ void build_model(const TrainConfig& cfg, Setup& s) {
     else
       data::require_classification(src->info(), who);
   }
+  // The training data's augmentation: YOLOv5's for a detector (without a crop and flip), --augment's crop and
+  // flip for a classifier (set in open_data).
+  s.augment = cfg.augments(s.model->detect_head() != nullptr);
+  const data::DetectAugment d = cfg.detect_augment, yolov5 = {};
+  const bool detect_options_given = d.mosaic != yolov5.mosaic || d.scale != yolov5.scale ||
+                                    d.translate != yolov5.translate || d.hsv_h != yolov5.hsv_h ||
+                                    d.hsv_s != yolov5.hsv_s || d.hsv_v != yolov5.hsv_v || d.fliplr != yolov5.fliplr;
+  if (s.model->detect_head() && s.augment) {
+    data::AugmentConfig aug;
+    aug.detection = true;
+    aug.detect = cfg.detect_augment;
+    s.train->set_augmentation(aug);
+    s.notes.push_back("augmentation: " + cfg.detect_augment.describe() + " (YOLOv5's; --no-augment turns it off)");
+  } else if (!s.model->detect_head()) {
+    HT_CHECK(!detect_options_given,
+             "--mosaic, --affine-*, --hsv-* and --fliplr augment detectors, and model ", cfg.model,
+             " is a classifier: drop them (--augment crops and flips a classifier's images)");
+  }
   if (s.model->detect_head()) {
     s.detection = std::make_unique<DetectionLoss>(*s.model->detect_head(), cfg.label_smoothing);
     for (BatchSource* src : {s.train.get(), s.val.get()})

@@ -26,6 +26,7 @@ namespace hetrain::train {
 struct Setup {
   Mode mode = Mode::Sync;                    // --mode, resolved once
   std::unique_ptr<BatchSource> train, val;
+  bool augment = false;                      // training batches are augmented (TrainConfig::augments)
   std::unique_ptr<nn::Model> model;
   std::unique_ptr<nn::BatchNormMode> batch_norm;     // --bn (the model points at it: it must not move)
   // Sums over the ranks that share a batch, when more than one does: --bn sync's statistics, a detector's

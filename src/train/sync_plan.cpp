@@ -69,7 +69,7 @@ void SyncPlanner::fill() {
       const int64_t offset = skip + start + share_offset(m.split, rank_);
       auto indices = s_.plan->slice(p.epoch, p.step_in_epoch, offset, m.split[size_t(rank_)]);
       if (keep_indices_) p.indices.insert(p.indices.end(), indices.begin(), indices.end());
-      s_.train->submit(std::move(indices), cfg_.augment, augmentation_seed(cfg_.seed, p.epoch), form);
+      s_.train->submit(std::move(indices), s_.augment, augmentation_seed(cfg_.seed, p.epoch), form);
       p.micro.push_back(std::move(m));
     }
     p.split = p.micro.front().split;
