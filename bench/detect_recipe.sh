@@ -4,15 +4,20 @@
 #   plain     lr RECIPE_LR, momentum 0.937 Nesterov, 1 linear warm-up epoch, cosine (the issue's setup)
 #   warm-up   the same with YOLOv5's warm-up: max(3 epochs, 100 steps), biases from lr + 0.1, momentum from 0.8
 #   +ema      the warm-up and YOLOv5's moving average of the weights (decay 0.9999, ramp 2000), validated
+#   full      the +ema recipe with YOLOv5's augmentations (mosaic, affine, HSV, flip: hetrain's defaults for a
+#             detector; the recipes above run with --no-augment)
 #   pytorch   the plain recipe in PyTorch (bench/yolov5_reference.py: the same YAML network and initialisation,
 #             YOLOv5's loss written from its formulas, the same data, schedule and gradient scale), scored
 #             after each epoch by `hetrain eval --weights`; left out without python3-torch
 # Prints mAP@0.5 and mAP@0.5:0.95 after every epoch (mean over the seeds), the final values per seed with
 # their spread (max − min), and the first epoch at which each recipe reaches the plain one's final
-# mAP@0.5:0.95; the reference's loss check against hetrain's. Never fails on a result.
+# mAP@0.5:0.95; the reference's loss check against hetrain's; each recipe's data wait as a share of its
+# step time, and the augmentations' data-path cost on colour images at a larger size (RECIPE_COST_SIZE,
+# 320) with and without them. Never fails on a result.
 #
 # Knobs (environment): RECIPE_N (training images, 1536), RECIPE_SIZE (128), RECIPE_EPOCHS (6), RECIPE_B (32),
-# RECIPE_LR (0.06), RECIPE_SEEDS ("1 2 3"), RECIPE_THREADS (2), RECIPE_KEEP=1 keeps the logs.
+# RECIPE_LR (0.06), RECIPE_SEEDS ("1 2 3"), RECIPE_THREADS (2), RECIPE_ONLY (a list of the recipes to run),
+# RECIPE_COST_SIZE (320; 0 leaves that part out), RECIPE_KEEP=1 keeps the logs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/bin/hetrain
@@ -41,15 +46,28 @@ echo "   B = $B, $EPOCHS epochs, lr $LR, momentum 0.937 Nesterov, no decay on BN
 COMMON=(--model models/yolov5n.yaml --data "$TMP/train.h5" --val "$TMP/test.h5" --global-batch "$B" --epochs "$EPOCHS"
         --lr "$LR" --momentum 0.937 --nesterov --no-bn-decay --device cpu --threads "$THREADS" --log-every 0)
 WARM=(--warmup-epochs 3 --warmup-min-steps 100 --warmup-bias-lr 0.1 --warmup-momentum 0.8)
-RECIPES="plain warm-up +ema"
+RECIPES="plain warm-up +ema full"
 if /usr/bin/python3 -c 'import torch, h5py, yaml' 2>/dev/null; then RECIPES="$RECIPES pytorch"
 else echo "   (no PyTorch reference: python3-torch, python3-h5py or python3-yaml is missing; make deps installs them)"; fi
+[ -n "${RECIPE_ONLY:-}" ] && RECIPES=$RECIPE_ONLY
 args_of() {
   case $1 in
-    plain) echo --warmup-epochs 1 ;;
-    warm-up) echo "${WARM[@]}" ;;
-    +ema) echo "${WARM[@]}" --ema-decay 0.9999 ;;
+    plain) echo --warmup-epochs 1 --no-augment ;;
+    warm-up) echo "${WARM[@]}" --no-augment ;;
+    +ema) echo "${WARM[@]}" --ema-decay 0.9999 --no-augment ;;
+    full) echo "${WARM[@]}" --ema-decay 0.9999 ;;
   esac
+}
+# Data wait as a share of the step (compute + wait + communication + idle), steps after the first, from
+# --metrics files.
+wait_share() {
+  cat "$@" | awk '
+    function first(key) {  # the first rank'"'"'s value of "key":[v, ...]
+      if (!match($0, "\"" key "\":\\[[^],]*")) return 0
+      return substr($0, RSTART + length(key) + 4, RLENGTH - length(key) - 4)
+    }
+    /"wait_s"/ && !/"step":0,/ { w += first("wait_s"); t += first("compute_s") + first("wait_s") + first("comm_s") + first("idle_s") }
+    END { if (t > 0) printf "%.2f%% (%.1f of %.0f s)", 100 * w / t, w, t; else printf "-" }'
 }
 # "epoch E: validation loss L, mAP@0.5 X, mAP@0.5:0.95 Y (N samples)" -> "E X Y"
 curve() { sed -n 's/^epoch \([0-9]*\): validation .*mAP@0.5 \([0-9.]*\), mAP@0.5:0.95 \([0-9.]*\).*/\1 \2 \3/p' "$1"; }
@@ -68,7 +86,8 @@ for recipe in $RECIPES; do
       continue
     fi
     # shellcheck disable=SC2046
-    timeout 3600 mpirun -n 1 "$BIN" train "${COMMON[@]}" $(args_of $recipe) --seed "$seed" >"$log" 2>&1 \
+    timeout 3600 mpirun -n 1 "$BIN" train "${COMMON[@]}" $(args_of $recipe) --seed "$seed" \
+      --metrics "$TMP/$recipe-$seed.jsonl" >"$log" 2>&1 \
       || { echo "   the $recipe run (seed $seed) failed:"; tail -3 "$log"; }
     curve "$log" >"$TMP/$recipe-$seed.curve"
   done
@@ -98,3 +117,26 @@ for recipe in $RECIPES; do
   printf "   %-8s %s\n" "$recipe" "$(cat "$TMP/$recipe"-*.curve | awk -v t="$target" -v n="$EPOCHS" '{ b[$1] += $3; c[$1]++ }
     END { for (e = 1; e <= n; e++) if (c[e] && b[e] / c[e] >= t - 1e-9) { print "epoch " e; exit } print "not reached" }')"
 done
+
+echo
+echo "   data wait, share of the step time (all seeds, steps after the first):"
+for recipe in $RECIPES; do
+  [ $recipe = pytorch ] && continue
+  printf "   %-8s %s\n" "$recipe" "$(wait_share "$TMP/$recipe"-*.jsonl)"
+done
+
+COST=${RECIPE_COST_SIZE:-320}
+if [ "$COST" -gt 0 ]; then
+  echo
+  echo "   the augmentations' data-path cost: colour ${COST}x${COST} images, B = 16, 12 steps, $THREADS threads:"
+  "$PACK" detect-synthetic --split train --count 256 --size "$COST" --channels 3 --seed 3 --no-progress \
+    -o "$TMP/cost.h5" >/dev/null || { echo "   generating the colour data failed"; exit 0; }
+  for a in on off; do
+    extra=(); [ $a = off ] && extra=(--no-augment)
+    timeout 1800 mpirun -n 1 "$BIN" train --model models/yolov5n.yaml --data "$TMP/cost.h5" --global-batch 16 \
+      --max-steps 12 --lr 0.01 --device cpu --threads "$THREADS" --log-every 0 "${extra[@]}" \
+      --metrics "$TMP/cost-$a.jsonl" >"$TMP/cost-$a.log" 2>&1 || { echo "   the cost run ($a) failed:"; tail -3 "$TMP/cost-$a.log"; }
+    printf "   augmentation %-3s  data wait %s, %s\n" $a "$(wait_share "$TMP/cost-$a.jsonl")" \
+      "$(grep -oE '[0-9.]+ samples/s \(after the first step\)' "$TMP/cost-$a.log")"
+  done
+fi

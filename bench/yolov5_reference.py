@@ -228,7 +228,8 @@ def loss_check(args, model, tmp):
     save_weights(model, weights)
     metrics = os.path.join(tmp, "check.jsonl")
     subprocess.run([args.hetrain, "train", "--model", args.model, "--data", subset, "--global-batch", str(n),
-                    "--max-steps", "1", "--lr", "1e-9", "--device", "cpu", "--init-from", weights, "--metrics", metrics,
+                    "--max-steps", "1", "--lr", "1e-9", "--device", "cpu", "--no-augment", "--init-from", weights,
+                    "--metrics", metrics,
                     "--quiet"], check=True, capture_output=True, text=True)
     with open(metrics) as f:
         theirs = [json.loads(line) for line in f if line.strip()][0]["loss"]

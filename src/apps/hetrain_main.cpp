@@ -74,7 +74,7 @@ const char* kUsage =
     "      --checkpoint-dir ckpt --resume auto\n"
     "  hetrain eval --checkpoint ckpt/checkpoint-00001000.h5 --data test.h5\n"
     "  hetrain train --model models/yolov5n.yaml --data detect-train.h5 --val detect-test.h5 --lr 0.01 \\\n"
-    "      --momentum 0.937 --augment --epochs 30        (a detector: docs/detection.md)\n"
+    "      --momentum 0.937 --epochs 30        (a detector, augmented as YOLOv5: docs/detection.md)\n"
     "\n"
     "Exit status: 0 done; 1 error; 2 bad command line; 75 stopped by SIGTERM/SIGUSR1/SIGINT after writing a\n"
     "checkpoint (continue with --resume auto). Datasets are HDF5 files made by hetrain-pack\n"
@@ -168,8 +168,9 @@ po::options_description model_options(TrainConfig& c, RawTrainOptions& raw) {
        "(models/yolov5n.yaml ...; docs/models.md); a model with a Detect layer trains on detection data")
       ("global-batch", po::value(&c.global_batch)->default_value(128), "samples per step over all ranks (B)")
       ("accumulate", po::value(&c.accumulate)->default_value(1),
-       "sync: average the gradients of N consecutive global batches before each update (a step is then N x B "
-       "samples; memory as for B). YOLOv5 accumulates to a nominal batch of 64: --accumulate 64/B")
+       "average the gradients of N consecutive global batches before each update (a step is then N x B "
+       "samples; memory as for B); async/hybrid: of a rank's (a group's) N consecutive local steps. YOLOv5 "
+       "accumulates to a nominal batch of 64: --accumulate 64/B")
       ("epochs", po::value(&c.epochs)->default_value(1), "passes over the training data")
       ("max-steps", po::value(&c.max_steps)->default_value(0),
        "train only this many steps, the LR schedule fitted to them (0 = epochs x steps per epoch)")

@@ -9,7 +9,7 @@ namespace hetrain::train {
 void CenterCheckpoints::maybe_write(int64_t position, dist::ElasticCenter& center, dist::SampleCounter& counter,
                                     const std::vector<int64_t>& split) {
   if (!checkpointer_.enabled()) return;
-  const int64_t B = cfg_.global_batch, every = cfg_.checkpoint_every;
+  const int64_t B = cfg_.step_batch(), every = cfg_.checkpoint_every;  // steps of --global-batch x --accumulate
   const bool by_steps = every > 0 && (position / B) / every > last_step_ / every;
   if (!by_steps && !checkpointer_.due_by_time()) return;
   const int64_t settled = counter.settled_position();

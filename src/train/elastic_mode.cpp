@@ -60,7 +60,7 @@ int64_t local_batch_of(const TrainConfig& cfg, const Setup& s, int ranks) {
 
 int64_t total_samples_of(const TrainConfig& cfg, const Setup& s) {
   const int64_t n = s.train->info().num_samples;
-  return cfg.max_steps > 0 ? std::min(cfg.max_steps * cfg.global_batch, n * cfg.epochs) : n * cfg.epochs;
+  return cfg.max_steps > 0 ? std::min(cfg.max_steps * cfg.step_batch(), n * cfg.epochs) : n * cfg.epochs;
 }
 
 class ElasticMode final : public TrainingMode {
@@ -124,8 +124,15 @@ class ElasticMode final : public TrainingMode {
     }
     const Claim claim = *pending_;
     pending_.reset();
-    train_local_step(claim.first, claim.n);
-    if (local_steps_ % cfg_.elastic_every == 0) trade_with_center();
+    const LocalOutcome local = train_local_step(claim.first, claim.n);
+    const bool updates = micro_ == cfg_.accumulate;
+    if (updates) update(claim.first);
+    group_.rebalance(local_steps_, cfg_.quiet);
+    ++local_steps_;
+    trained_samples_ += last_b_;
+    last_step_samples_ = last_b_;
+    report_.add_step(local.loss_sum, local.correct, last_b_, step_rates(s_, current_step(claim.first)).lr);
+    if (updates && updates_ % cfg_.elastic_every == 0) trade_with_center();
     if (world_.rank() == 0) {
       report_.report(claim.first + claim.n, local_steps_, *counter_, outputs_);
       center_checkpoints_.maybe_write(claim.first + claim.n, *center_, *counter_, all_batches_);
@@ -143,7 +150,7 @@ class ElasticMode final : public TrainingMode {
   EvalTotals evaluate(int64_t point) override {
     // Every rank comes here; one that does not within --stall-timeout is named.
     std::vector<double> none = {0.0};
-    s_.arrival->arrive(point / cfg_.global_batch, none);
+    s_.arrival->arrive(point / cfg_.step_batch(), none);
     s_.arrival->step_done();  // the evaluation takes as long as it takes (as in sync mode)
     nn::ParamBuffer& params = s_.model->params();
     const Tensor values = params.values().clone(), states = params.states().clone();  // this rank's own
@@ -165,15 +172,16 @@ class ElasticMode final : public TrainingMode {
   // After the local steps, on every rank: the group's last trade, the center made every rank's model, the
   // rate over all ranks.
   RunEnd end(TrainResult& result) override {
-    // The group's local steps since its last trade go into the center too.
-    if (local_steps_ % cfg_.elastic_every != 0) trade_with_center();
+    // A partial accumulation is applied, and the group's updates since its last trade go into the center.
+    if (micro_ > 0) update(last_first_);
+    if (updates_ % cfg_.elastic_every != 0) trade_with_center();
     publish_step(/*finished=*/true);
     const double train_seconds = run_.training_seconds();
 
     // Every rank is done pushing: the center is the model, on every rank alike. A rank that never gets
     // here is named (--stall-timeout).
     std::vector<double> none = {0.0};
-    s_.arrival->arrive(total_samples_ / cfg_.global_batch, none);
+    s_.arrival->arrive(total_samples_ / cfg_.step_batch(), none);
     s_.arrival->step_done();
     samples_done_ = std::min(counter_->claimed(), total_samples_);
     HT_MPI_CHECK(MPI_Barrier(world_.comm()));  // nobody closes the counter while another still reads it
@@ -187,7 +195,7 @@ class ElasticMode final : public TrainingMode {
     center_->close();
     sync_running_stats();
 
-    result.steps = samples_done_ / cfg_.global_batch;
+    result.steps = samples_done_ / cfg_.step_batch();
     result.final_loss = report_.final_loss();
     double all[2] = {double(trained_samples_), train_seconds};
     HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &all[0], 1, MPI_DOUBLE, MPI_SUM, world_.comm()));
@@ -223,18 +231,25 @@ class ElasticMode final : public TrainingMode {
   }
 
   // One local step of this rank inside its group's claim [first, first + n): its share's forward and
-  // backward, the group's weighted reduction, the update, the group's rebalance.
-  void train_local_step(int64_t first, int64_t n) {
+  // backward. With --accumulate N the gradients of N claims add up before update() (docs/architecture.md,
+  // "Gradient accumulation").
+  LocalOutcome train_local_step(int64_t first, int64_t n) {
     const Share share = member_share(group_.member_batches(), group_.rank(), n);
     const int64_t b = share.count;
     const StepInput in = take_batch(first, share);
     // fp16 ranks scale their loss (train/loss_scale.hpp); --debug-overflow-at makes the gradient NaN/Inf.
     const BackwardScale scale = backward_scale(s_, world_.rank(), local_steps_);
+    rank_scale_ = scale.rank_scale;
     set_batch_norm_step(s_, b, double(b) / double(n) / scale.rank_scale);
+    // Accumulating, each claim's gradient is weighted here by this member's share of it and by 1/N, so that
+    // the group's plain sum at the update is the mean over its N claims; otherwise the reduction weights it.
+    const bool accumulating = cfg_.accumulate > 1;
+    const float share_scale = accumulating ? float(double(b) / double(n) / double(cfg_.accumulate)) : 1.0f;
     ComputeClock clock;
-    const LocalOutcome local = local_step_.run(in.batch, in.uploaded, b, {}, {}, scale.loss_scale);
+    const LocalOutcome local =
+        local_step_.run(in.batch, in.uploaded, b, {}, {}, scale.loss_scale * share_scale, accumulating && micro_ > 0);
     // Emulated speed changes (--emulate-schedule) happen at the same global step in every mode.
-    const double compute = clock.stop(s_, world_.rank(), first / cfg_.global_batch, local_steps_ == 0);
+    const double compute = clock.stop(s_, world_.rank(), first / cfg_.step_batch(), local_steps_ == 0);
     if (group_.balancer() && !clock.setup()) group_.balancer()->record(b, compute);
     report_.add_compute(compute);
     step_stats_.compute_us += micros(compute);
@@ -243,21 +258,34 @@ class ElasticMode final : public TrainingMode {
     // Published once computed, before the group's reduction: a member that stops while computing is then
     // one step behind the members that wait for it (the stall watch names the one behind).
     publish_step();
+    ++micro_;
+    last_b_ = b;
+    last_n_ = n;
+    last_first_ = first;
+    return local;
+  }
 
-    reduce_in_group(b, n, scale.rank_scale);
+  int64_t current_step(int64_t first) const { return std::min(first / cfg_.step_batch(), s_.total_steps - 1); }
+
+  // The group's reduction and the update that end micro_ claims (the last of them starting at `first`): all
+  // N of --accumulate, or fewer at the end of the run (their gradients then count as much as N would).
+  void update(int64_t first) {
+    const bool accumulating = cfg_.accumulate > 1;
+    if (accumulating && micro_ < cfg_.accumulate)
+      ops::scale(s_.model->params().grads(), float(double(cfg_.accumulate) / double(micro_)));
+    // Accumulated claims carry their shares already: the group adds them up.
+    if (accumulating)
+      reduce_in_group(1, 1, rank_scale_);
+    else
+      reduce_in_group(last_b_, last_n_, rank_scale_);
     const bool skipped = overflowed();  // its samples count as trained, as in the synchronous mode
-    // The learning rate follows the samples consumed by all groups, in steps of the global batch.
-    const int64_t step = std::min(first / cfg_.global_batch, s_.total_steps - 1);
-    const optim::StepRates rates = step_rates(s_, step);
-    const float lr = rates.lr;
+    // The learning rate follows the samples consumed by all groups, in steps of the global batch (times N).
+    const optim::StepRates rates = step_rates(s_, current_step(first));
     // The members of a group stay identical replicas.
     apply_update(s_, rates, skipped, cfg_.debug_consistency && group_.size() > 1, group_.comm(),
                  "parameters within a hybrid group");
-    group_.rebalance(local_steps_, cfg_.quiet);
-    ++local_steps_;
-    trained_samples_ += b;
-    last_step_samples_ = b;
-    report_.add_step(local.loss_sum, local.correct, b, lr);
+    micro_ = 0;
+    ++updates_;
   }
 
   struct StepInput {
@@ -342,10 +370,10 @@ class ElasticMode final : public TrainingMode {
   void save_checkpoint() override {
     // Named by the step of the global batch it falls in; a resume continues at the exact sample.
     const int64_t samples_done = samples_done_;
-    CheckpointInfo info = checkpoint_info(cfg_, s_, samples_done / cfg_.global_batch, world_.size());
+    CheckpointInfo info = checkpoint_info(cfg_, s_, samples_done / cfg_.step_batch(), world_.size());
     info.sample_position = samples_done;
     info.split = all_batches_;
-    checkpointer_.write(info, s_.model->params(), *s_.sgd, *s_.arrival, total_samples_ / cfg_.global_batch);
+    checkpointer_.write(info, s_.model->params(), *s_.sgd, *s_.arrival, total_samples_ / cfg_.step_batch());
   }
 
   TrainingRun& run_;
@@ -371,6 +399,10 @@ class ElasticMode final : public TrainingMode {
   std::optional<Claim> pending_;          // claimed, trained at the next step()
   int64_t first_sample_ = 0, position_ = 0, samples_done_ = 0;
   int64_t local_steps_ = 0, trained_samples_ = 0;
+  int64_t micro_ = 0;        // claims trained since the last update (--accumulate: up to N)
+  int64_t updates_ = 0;      // this rank's updates (every --elastic-every of them, its group trades)
+  int64_t last_b_ = 0, last_n_ = 0, last_first_ = 0;  // the last claim: this member's share, its size, its start
+  double rank_scale_ = 1.0;  // the last claim's loss-scale factor to take back out of the gradient
   int64_t last_step_samples_ = 0;  // this rank's samples in its last local step (the weight of its BN statistics)
   CenterTrade trade_;
   CenterCheckpoints center_checkpoints_;

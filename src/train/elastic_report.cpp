@@ -26,7 +26,7 @@ void ElasticReport::announce(const std::vector<int64_t>& batches) const {
     std::printf("model: %s, %lld parameters; %d epoch(s) = %lld samples, lr schedule in steps of %lld samples, "
                 "%s\n",
                 cfg_.model.c_str(), (long long)s_.model->param_count(), cfg_.epochs, (long long)total_samples_,
-                (long long)cfg_.global_batch, schedule_text(s_).c_str());
+                (long long)cfg_.step_batch(), schedule_text(s_).c_str());
     std::string groups;
     for (int r = 0; r < world_.size(); ++r) {
       if (leaders[size_t(r)] != r) continue;
@@ -94,7 +94,7 @@ ElasticRecord ElasticReport::window_record(int64_t position, double seconds,
   ElasticRecord rec;
   rec.mode = mode_name(s_.mode);
   rec.samples = position;
-  rec.step = position / cfg_.global_batch;
+  rec.step = position / cfg_.step_batch();
   rec.epoch = position / s_.train->info().num_samples;
   rec.loss = last_loss_ = loss_sum_ / std::max(1.0, count_);
   rec.accuracy = correct_ / std::max(1.0, count_);
@@ -178,7 +178,7 @@ void ElasticReport::summary(const TrainResult& result, bool stopped, bool nothin
   else if (!cfg_.quiet)
     std::printf("done: %lld step(s) of %lld samples, %.1f samples/s, %lld center updates (mean staleness %.2f, "
                 "read or push median %.1f ms, slowest %.1f ms), final train loss %.4f%s\n",
-                (long long)result.steps, (long long)cfg_.global_batch, result.samples_per_second,
+                (long long)result.steps, (long long)cfg_.step_batch(), result.samples_per_second,
                 (long long)staleness[1], staleness[1] > 0 ? staleness[0] / staleness[1] : 0.0, 1e3 * op_times[0],
                 1e3 * op_times[1], result.final_loss, val);
   std::fflush(stdout);

@@ -3,7 +3,8 @@
 # Without batch norm, B = 8 accumulated 4 times trains what B = 32 trains, on 1 rank and on 3 ranks with a
 # fixed and a dynamic split, across a partial last step (micro-batches 8, 8, 4); with --bn sync resnet20
 # and yolov5n (its loss's match counts per micro-batch) train the same on 1 rank and under a split, and a
-# run stopped on 4 ranks and resumed on 2 equals 1 rank; the asynchronous modes and N < 1 are refused.
+# run stopped on 4 ranks and resumed on 2 equals 1 rank; in the asynchronous and hybrid modes B = 8
+# accumulated twice trains what B = 16 trains; N < 1 is refused.
 source "$(dirname "$0")/lib.sh"
 [ -x "$PACK" ] || skip "$PACK not built"
 TOL=1e-3
@@ -48,11 +49,28 @@ run_mpi 2 "${RES[@]}" --split 5,3 --checkpoint-dir "$TMP/ck" --resume auto --dum
   || fail "the resumed 2-rank part failed"
 float_compare "$TMP/res1.bin" "$TMP/resumed.bin" $TOL || fail "--accumulate 4: 4 -> 2 ranks differ from 1 rank"
 
-# 4. Refused in one line.
-for args in "--mode async --accumulate 2" "--accumulate 0"; do
+# 4. The asynchronous and hybrid modes: a rank (a group) adds up the gradients of N claims before its update;
+#    the schedule counts steps of N·B. Alone (async, 1 rank) or as one group of 2 (hybrid), B = 8 accumulated
+#    twice trains what B = 16 trains, the run's last short claim included (200 samples). The group's members'
+#    shares are the balancer's, different each run: the mean over the claims does not depend on them.
+ELASTIC=(--model lenet --synthetic 200 --synthetic-shape 1,16,16 --lr 0.05 --momentum 0.9 --epochs 2 --quiet)
+run_mpi 1 "${ELASTIC[@]}" --mode async --global-batch 16 --dump-params "$TMP/async16.bin" || fail "async B = 16 failed"
+run_mpi 1 "${ELASTIC[@]}" --mode async --global-batch 8 --accumulate 2 --dump-params "$TMP/async8x2.bin" \
+  || fail "async --accumulate 2 failed"
+float_compare "$TMP/async16.bin" "$TMP/async8x2.bin" $TOL || fail "async: B = 8 accumulated twice differs from B = 16"
+run_mpi 2 "${ELASTIC[@]}" --mode hybrid --groups 0,0 --global-batch 16 --dump-params "$TMP/hybrid16.bin" \
+  || fail "hybrid B = 16 failed"
+run_mpi 2 "${ELASTIC[@]}" --mode hybrid --groups 0,0 --global-batch 8 --accumulate 2 --dump-params "$TMP/hybrid8x2.bin" \
+  || fail "hybrid --accumulate 2 failed"
+float_compare "$TMP/hybrid16.bin" "$TMP/hybrid8x2.bin" $TOL || fail "hybrid: B = 8 accumulated twice differs from B = 16"
+run_mpi 1 "${ELASTIC[@]}" --mode async --global-batch 8 --dump-params "$TMP/async8.bin" || fail "async B = 8 failed"
+float_compare "$TMP/async16.bin" "$TMP/async8.bin" $TOL && fail "async B = 8 without accumulation matched B = 16: the comparison proves nothing"
+
+# 5. Refused in one line.
+for args in "--accumulate 0"; do
   run_mpi 2 --model lenet --synthetic 64 --synthetic-shape 1,16,16 --global-batch 16 $args >"$TMP/o" 2>"$TMP/e" \
     && fail "$args was accepted"
   [ "$(grep -c 'hetrain: error:' "$TMP/e")" -eq 1 ] && grep -q -- "--accumulate" "$TMP/e" \
     || { cat "$TMP/e"; fail "$args: not one line naming --accumulate"; }
 done
-pass "B = 8 accumulated 4 times equals B = 32 on 1 and 3 ranks (partial last step included); with --bn sync resnet20 and yolov5n are split-independent and resume from 4 to 2 ranks exactly; async and N < 1 refused"
+pass "B = 8 accumulated 4 times equals B = 32 on 1 and 3 ranks (partial last step included); with --bn sync resnet20 and yolov5n are split-independent and resume from 4 to 2 ranks exactly; async and hybrid accumulate alike; N < 1 refused"
