@@ -85,6 +85,10 @@ class WeightAverage {
   WeightAverage(const nn::ParamBuffer& params, float decay, float ramp);
   // After an update of `params`: counts it, then steps the average (on the parameters' device).
   void update(const nn::ParamBuffer& params);
+  // `times` updates towards the same values (float [values().numel()], on any device) at once, as
+  // avg ← p·avg + (1 − p)·values with p the product of their decays; the statistics stay as they are
+  // (the asynchronous modes' average of the elastic center, docs/detection.md "Training recipe").
+  void update_towards(const Tensor& values, int64_t times);
   // Exchanges the contents of the average and the model (its values and statistics); twice restores both.
   void exchange(nn::ParamBuffer& params);
   float decay_at(int64_t updates) const;  // d after `updates` updates

@@ -197,7 +197,7 @@ po::options_description model_options(TrainConfig& c, RawTrainOptions& raw) {
        "(YOLOv5's smooth_BCE). Validation losses are unsmoothed")
       ("ema-decay", po::value(&c.ema_decay)->default_value(0.0f, "0"),
        "keep a moving average of the weights, decay·(1 - exp(-updates/--ema-ramp)) per update, and validate, "
-       "checkpoint-evaluate and export it (YOLOv5: 0.9999; 0 = none; sync mode)")
+       "checkpoint-evaluate and export it (YOLOv5: 0.9999; 0 = none; async/hybrid: of the center, per push)")
       ("ema-ramp", po::value(&c.ema_ramp)->default_value(2000.0f, "2000"), "the moving average's ramp in updates")
       ("bn", po::value(&c.batch_norm)->default_value("local"),
        "batch-norm statistics in training: local = over each rank's share (DDP's; they change with the split) | "

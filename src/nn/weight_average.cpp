@@ -32,6 +32,15 @@ void WeightAverage::update(const nn::ParamBuffer& params) {
   if (states_.numel() > 0) ops::ema_update(states_, params.states(), d);
 }
 
+void WeightAverage::update_towards(const Tensor& values, int64_t times) {
+  HT_CHECK(values.numel() == values_.numel(), "weight average: built for another model");
+  if (times <= 0) return;
+  double product = 1.0;
+  for (int64_t k = 0; k < times; ++k) product *= double(decay_at(++updates_));
+  const Tensor target = values.device() == values_.device() ? values : values.to(values_.device());
+  ops::ema_update(values_, target, float(product));
+}
+
 void WeightAverage::exchange(nn::ParamBuffer& params) {
   for (auto [mine, model] : {std::pair<Tensor*, Tensor*>{&values_, &params.values()}, {&states_, &params.states()}}) {
     if (mine->numel() == 0) continue;

@@ -24,6 +24,12 @@ void CenterCheckpoints::maybe_write(int64_t position, dist::ElasticCenter& cente
   t.states.assign(states.data(), states.data() + states.numel());
   t.momentum.assign(momentum.data(), momentum.data() + momentum.numel());
   t.num_batches_tracked = step;
+  if (s_.ema) {  // rank 0's average of the center (train/elastic_mode.cpp), with the model's statistics
+    const Tensor average = s_.ema->values().to(Device::CPU);
+    t.ema_values.assign(average.data(), average.data() + average.numel());
+    t.ema_states = t.states;
+    t.ema_updates = s_.ema->updates();
+  }
   CheckpointInfo info = checkpoint_info(cfg_, s_, step, int(split.size()));
   info.sample_position = std::min(settled, total_samples_);
   info.split = split;

@@ -96,6 +96,7 @@ class ElasticMode final : public TrainingMode {
       center_ = std::make_unique<dist::ElasticCenter>(world_.comm(), params.count(), host.data());
     });
     dist::agree_on(world_.comm(), [&] { counter_ = std::make_unique<dist::SampleCounter>(world_.comm(), first_sample_); });
+    pushes_averaged_ = counter_->updates();
     // Other ranks' reads and pushes aimed at this one progress while it computes: MPI is polled between layers.
     progress_.emplace(world_.comm());
     poll_between_layers_.emplace(&dist::RmaProgress::poll);
@@ -134,6 +135,7 @@ class ElasticMode final : public TrainingMode {
     report_.add_step(local.loss_sum, local.correct, last_b_, step_rates(s_, current_step(claim.first)).lr);
     if (updates && updates_ % cfg_.elastic_every == 0) trade_with_center();
     if (world_.rank() == 0) {
+      average_center();
       report_.report(claim.first + claim.n, local_steps_, *counter_, outputs_);
       center_checkpoints_.maybe_write(claim.first + claim.n, *center_, *counter_, all_batches_);
     }
@@ -154,9 +156,13 @@ class ElasticMode final : public TrainingMode {
     s_.arrival->step_done();  // the evaluation takes as long as it takes (as in sync mode)
     nn::ParamBuffer& params = s_.model->params();
     const Tensor values = params.values().clone(), states = params.states().clone();  // this rank's own
-    Tensor host = params.values().to(Device::CPU);
-    center_->read(host.data());
-    if (on_gpu()) params.values().copy_from(host);
+    if (s_.ema) {
+      load_average();
+    } else {
+      Tensor host = params.values().to(Device::CPU);
+      center_->read(host.data());
+      if (on_gpu()) params.values().copy_from(host);  // on the CPU, host is the parameters themselves
+    }
     sync_running_stats();
     const EvalTotals e = validate(s_, world_.comm());
     params.values().copy_from(values);
@@ -168,6 +174,17 @@ class ElasticMode final : public TrainingMode {
   }
 
   void average_running_stats() override { sync_running_stats(); }
+
+  // After end() the model is the center; with --ema-decay its moving average is what is validated.
+  EvalTotals evaluate_final(TrainingRun&) override {
+    if (!s_.ema) return validate(s_, world_.comm());
+    nn::ParamBuffer& params = s_.model->params();
+    const Tensor center = params.values().clone();
+    load_average();
+    const EvalTotals e = validate(s_, world_.comm());
+    params.values().copy_from(center);
+    return e;
+  }
 
   // After the local steps, on every rank: the group's last trade, the center made every rank's model, the
   // rate over all ranks.
@@ -189,6 +206,8 @@ class ElasticMode final : public TrainingMode {
     Tensor host = params.values().to(Device::CPU);
     center_->read(host.data());
     if (on_gpu()) params.values().copy_from(host);  // on the CPU, host is the parameters themselves
+    if (world_.rank() == 0) average_center();  // the last pushes
+    center_open_ = false;
     poll_between_layers_.reset();
     progress_->close();
     counter_->close();
@@ -367,13 +386,41 @@ class ElasticMode final : public TrainingMode {
 
   bool nothing_left() const { return first_sample_ >= total_samples_; }
 
+  // Collective, --ema-decay: the center's moving average (rank 0's, brought up to date) in the model's values.
+  void load_average() {
+    nn::ParamBuffer& params = s_.model->params();
+    Tensor host = params.values().to(Device::CPU);  // on the CPU, the parameters themselves
+    if (world_.rank() == 0) {
+      average_center();
+      host.copy_from(s_.ema->values());
+    }
+    HT_MPI_CHECK(MPI_Bcast(host.data(), int(host.numel()), MPI_FLOAT, 0, world_.comm()));
+    if (on_gpu()) params.values().copy_from(host);
+  }
+
+  // --ema-decay, rank 0: the moving average of the center, one update per push into it by any group
+  // (docs/detection.md, "Training recipe"). Rank 0 reads the center when pushes came since it last did;
+  // k of them step the average k times towards what it reads.
+  void average_center() {
+    if (!s_.ema || !center_open_) return;  // after end(), the average holds every push
+    const int64_t pushes = counter_->updates();
+    if (pushes <= pushes_averaged_) return;
+    if (center_copy_.numel() != center_->count()) center_copy_ = Tensor({center_->count()});
+    center_->read(center_copy_.data());
+    s_.ema->update_towards(center_copy_, pushes - pushes_averaged_);
+    pushes_averaged_ = pushes;
+  }
+
   void save_checkpoint() override {
     // Named by the step of the global batch it falls in; a resume continues at the exact sample.
     const int64_t samples_done = samples_done_;
     CheckpointInfo info = checkpoint_info(cfg_, s_, samples_done / cfg_.step_batch(), world_.size());
     info.sample_position = samples_done;
     info.split = all_batches_;
-    checkpointer_.write(info, s_.model->params(), *s_.sgd, *s_.arrival, total_samples_ / cfg_.step_batch());
+    // The average's statistics are the model's, made one set at the end (the center has none of its own).
+    if (s_.ema) s_.ema->states().copy_from(s_.model->params().states());
+    checkpointer_.write(info, s_.model->params(), *s_.sgd, *s_.arrival, total_samples_ / cfg_.step_batch(),
+                        s_.ema.get());
   }
 
   TrainingRun& run_;
@@ -400,6 +447,9 @@ class ElasticMode final : public TrainingMode {
   int64_t first_sample_ = 0, position_ = 0, samples_done_ = 0;
   int64_t local_steps_ = 0, trained_samples_ = 0;
   int64_t micro_ = 0;        // claims trained since the last update (--accumulate: up to N)
+  int64_t pushes_averaged_ = 0;  // rank 0 with --ema-decay: the center's pushes its average has taken in
+  Tensor center_copy_;           // ... and where it reads the center
+  bool center_open_ = true;      // until end() closes the center and the counter
   int64_t updates_ = 0;      // this rank's updates (every --elastic-every of them, its group trades)
   int64_t last_b_ = 0, last_n_ = 0, last_first_ = 0;  // the last claim: this member's share, its size, its start
   double rank_scale_ = 1.0;  // the last claim's loss-scale factor to take back out of the gradient

@@ -90,13 +90,15 @@ void TrainingLoop::end_epoch(int64_t epoch, TrainResult& result, StepEnd& end) {
   }
 }
 
+EvalTotals TrainingMode::evaluate_final(TrainingRun& run) { return validate(run.s, run.world.comm()); }
+
 // After the last step: the mode's own ending, the final model's validation, the last checkpoint, rank 0's
 // summary, the outputs (every rank learns whether they were written before anyone finalizes).
 void TrainingLoop::finish(TrainResult& result) {
   const RunEnd end = mode_->end(result);
   Setup& s = run_.s;
   if (end.final_validation_at >= 0 && s.val) {
-    const EvalTotals e = validate(s, run_.world.comm());
+    const EvalTotals e = mode_->evaluate_final(run_);
     result.val_accuracy = e.headline();
     if (run_.prints()) print_validation(end.final_validation_at, s.train->info().num_samples, end.train_seconds, e);
   }

@@ -75,6 +75,9 @@ class TrainingMode {
   virtual EvalTotals evaluate(int64_t point) = 0;
   // Collective: the replicas' batch-norm statistics made one set (train/running_stats.hpp).
   virtual void average_running_stats() = 0;
+  // Collective, after end() when it asks for a final validation: the final model's (by default the model as
+  // it stands; async/hybrid with --ema-decay: the center's moving average).
+  virtual EvalTotals evaluate_final(TrainingRun& run);
   // Collective: a checkpoint of the run as it stands after the last step.
   virtual void save_checkpoint() = 0;
   // Collective: after the last step; sets the result's totals.

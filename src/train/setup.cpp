@@ -234,8 +234,6 @@ Mode check_options(const TrainConfig& cfg, int ranks) {
     HT_CHECK(cfg.elastic_every >= 1, "--elastic-every must be at least 1 local step, got ", cfg.elastic_every);
     HT_CHECK(cfg.local_batch >= 0, "--local-batch must not be negative, got ", cfg.local_batch);
     HT_CHECK(cfg.stop_at_step == 0, "--stop-at-step is for the synchronous mode (async ranks have no common step)");
-    HT_CHECK(cfg.ema_decay == 0, "--ema-decay keeps its moving average in the synchronous mode only; --mode ",
-             cfg.mode, " does not keep one yet (docs/detection.md, \"Weight average\")");
   }
   if (mode == Mode::Hybrid) parse_groups(cfg.groups, ranks);
   dist::bucket_floats(cfg.bucket_mb);     // throws for a bad --bucket-mb
