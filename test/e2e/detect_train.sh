@@ -3,7 +3,7 @@
 # the synchronous mode on 1 and 2 ranks and in the asynchronous and hybrid modes; every epoch's validation
 # reports COCO mAP; `hetrain eval` of the checkpoint on 1 and 3 ranks gives the trainer's own mAP; a
 # classification dataset given to the detector, and a detection dataset given to a classifier, are refused
-# with one line naming the file.
+# with one line naming the file; so are augmentation options out of range or given to a classifier.
 source "$(dirname "$0")/lib.sh"
 [ -x "$PACK" ] || skip "$PACK not built"
 F=/usr/share/datasets/fashion-mnist
@@ -62,4 +62,14 @@ run_mpi 1 --model lenet --data "$TMP/train.h5" --global-batch 8 --device cpu >"$
   && fail "a detection dataset was accepted by a classifier"
 grep -q "train.h5: .*detection.*model lenet needs a classification dataset" "$TMP/e" \
   || { cat "$TMP/e"; fail "unclear error for detection data"; }
-pass "yolov5n trains on 1 and 2 ranks and in async/hybrid modes, eval reproduces the trainer's mAP ($val), wrong data is refused"
+
+# 5. Augmentation options out of range, contradicting each other, or given to a classifier: one line each.
+for args in "--mosaic 1.5" "--affine-scale 1" "--hsv-v -0.1" "--augment --no-augment"; do
+  run_mpi 1 "${COMMON[@]}" --epochs 1 $args >"$TMP/o" 2>"$TMP/e" && fail "$args was accepted"
+  [ "$(grep -c 'hetrain: error:' "$TMP/e")" -eq 1 ] && grep -q -- "${args%% *}" "$TMP/e" \
+    || { cat "$TMP/e"; fail "$args: not one line naming ${args%% *}"; }
+done
+run_mpi 1 --model lenet --data "$TMP/cls.h5" --global-batch 8 --device cpu --mosaic 0.5 >"$TMP/o" 2>"$TMP/e" \
+  && fail "--mosaic was accepted for a classifier"
+grep -q "model lenet is a classifier: drop them" "$TMP/e" || { cat "$TMP/e"; fail "unclear error for --mosaic on a classifier"; }
+pass "yolov5n trains on 1 and 2 ranks and in async/hybrid modes, eval reproduces the trainer's mAP ($val), wrong data and augmentation options are refused"
