@@ -211,17 +211,22 @@ class RectSource : public SampleSource {
  private:
   int n_;
 };
+
+// n such images of H × W packed into a file of `dir`, opened.
+std::unique_ptr<Dataset> packed_rects(const TempDir& dir, int n, int height, int width) {
+  RectSource src(n, height, width);
+  PackOptions o;
+  o.output = dir / "r.h5";
+  o.progress = false;
+  pack(src, o);
+  return Dataset::open(dir / "r.h5");
+}
 }  // namespace
 
 TEST(Yolov5Augment, BoxesMarkTheirRectanglesAfterMosaicAffineAndFlip) {
   TempDir dir;
   const int H = 32, W = 48, n = 30;
-  RectSource src(n, H, W);
-  PackOptions o;
-  o.output = dir / "r.h5";
-  o.progress = false;
-  pack(src, o);
-  auto ds = Dataset::open(dir / "r.h5");
+  auto ds = packed_rects(dir, n, H, W);
   Prefetcher pf(*ds, 2, 2);
   AugmentConfig aug;
   aug.detection = true;
@@ -297,12 +302,7 @@ TEST(Yolov5Augment, HsvGainsFollowTheColourModel) {
 TEST(Yolov5Augment, ASampleIsComposedAlikeInAnyBatchPositionThreadCountAndForm) {
   TempDir dir;
   const int H = 24, W = 32, n = 20;
-  RectSource src(n, H, W);
-  PackOptions o;
-  o.output = dir / "r.h5";
-  o.progress = false;
-  pack(src, o);
-  auto ds = Dataset::open(dir / "r.h5");
+  auto ds = packed_rects(dir, n, H, W);
   AugmentConfig aug;
   aug.detection = true;  // YOLOv5's defaults, every augmentation on
   Prefetcher one(*ds, 1, 1), three(*ds, 2, 3);
