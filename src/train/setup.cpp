@@ -338,7 +338,7 @@ void build_model(const TrainConfig& cfg, Setup& s) {
     aug.detection = true;
     aug.detect = cfg.detect_augment;
     s.train->set_augmentation(aug);
-    s.notes.push_back("augmentation: " + cfg.detect_augment.describe() + " (YOLOv5's; --no-augment turns it off)");
+    s.notes.push_back("augmentation: " + cfg.detect_augment.describe() + " (YOLOv5's recipe; --no-augment turns it off)");
   } else if (!s.model->detect_head()) {
     HT_CHECK(!detect_options_given,
              "--mosaic, --affine-*, --hsv-* and --fliplr augment detectors, and model ", cfg.model,
