@@ -110,30 +110,30 @@ bool keep_box(const PixelBox& before, const PixelBox& after, double zoom) {
   return w1 > 2 && h1 > 2 && w1 * h1 / (w0 * h0 + eps) > 0.1 && std::max(w1 / (h1 + eps), h1 / (w1 + eps)) < 100;
 }
 
-// RGB ↔ 8-bit HSV as OpenCV defines it (H in [0, 180) in steps of 2 degrees, S and V in [0, 255]).
+// RGB ↔ 8-bit HSV as OpenCV defines it (H in [0, 180) in steps of 2 degrees, S and V in [0, 255]), in
+// integers and single floats (divisions of whole numbers, so rounding ties stay exact): this runs per pixel.
 void rgb_to_hsv(int r, int g, int b, int& h, int& s, int& v) {
   const int mx = std::max({r, g, b}), mn = std::min({r, g, b}), diff = mx - mn;
   v = mx;
-  s = mx == 0 ? 0 : int(std::lround(255.0 * diff / mx));
-  double hue = 0;
-  if (diff > 0) {
-    if (mx == r)
-      hue = 60.0 * (g - b) / diff;
-    else if (mx == g)
-      hue = 120.0 + 60.0 * (b - r) / diff;
-    else
-      hue = 240.0 + 60.0 * (r - g) / diff;
-    if (hue < 0) hue += 360.0;
+  if (diff == 0) {
+    h = s = 0;
+    return;
   }
-  h = int(std::lround(hue / 2.0)) % 180;
+  s = (510 * diff + mx) / (2 * mx);  // 255·diff/mx, rounded
+  // Half the hue in degrees: 30·x/diff from the sector's start (0, 60 or 120).
+  const float half = mx == r ? float(30 * (g - b)) / float(diff)
+                             : (mx == g ? 60.0f + float(30 * (b - r)) / float(diff)
+                                        : 120.0f + float(30 * (r - g)) / float(diff));
+  h = int(half < 0 ? half + 180.5f : half + 0.5f);
+  if (h >= 180) h -= 180;
 }
 
 void hsv_to_rgb(int h, int s, int v, uint8_t& r, uint8_t& g, uint8_t& b) {
-  const double H = h * 2.0 / 60.0, S = s / 255.0, V = v / 255.0;
-  const int sector = int(std::floor(H)) % 6;
-  const double f = H - std::floor(H);
-  const double p = V * (1 - S), q = V * (1 - S * f), t = V * (1 - S * (1 - f));
-  double rgb[3];
+  const float H = float(h) / 30.0f, S = float(s) / 255.0f, V = float(v);  // H in [0, 6): the sector
+  const int sector = int(H);
+  const float f = H - float(sector);
+  const float p = V * (1 - S), q = V * (1 - S * f), t = V * (1 - S * (1 - f));
+  float rgb[3];
   switch (sector) {
     case 0: rgb[0] = V, rgb[1] = t, rgb[2] = p; break;
     case 1: rgb[0] = q, rgb[1] = V, rgb[2] = p; break;
@@ -142,9 +142,9 @@ void hsv_to_rgb(int h, int s, int v, uint8_t& r, uint8_t& g, uint8_t& b) {
     case 4: rgb[0] = t, rgb[1] = p, rgb[2] = V; break;
     default: rgb[0] = V, rgb[1] = p, rgb[2] = q; break;
   }
-  r = uint8_t(std::lround(rgb[0] * 255));
-  g = uint8_t(std::lround(rgb[1] * 255));
-  b = uint8_t(std::lround(rgb[2] * 255));
+  r = uint8_t(rgb[0] + 0.5f);
+  g = uint8_t(rgb[1] + 0.5f);
+  b = uint8_t(rgb[2] + 0.5f);
 }
 
 // YOLOv5's HSV step: the hue scaled modulo 180, saturation and value scaled and clipped, through lookup
@@ -200,6 +200,14 @@ void warp(const uint8_t* canvas, int C, int CH, int CW, const DetectDraw& d, int
   auto at = [&](const uint8_t* plane, int y, int x) -> float {
     return (y < 0 || y >= CH || x < 0 || x >= CW) ? float(kBorder) : float(plane[size_t(y) * CW + x]);
   };
+  // Output columns whose 2 × 2 source pixels all lie inside the canvas: [inside_begin, inside_end), a range
+  // because the map is increasing in x. Rows with both source rows inside read those columns unchecked.
+  int inside_begin = W, inside_end = W;
+  for (int x = 0; x < W; ++x)
+    if (xs[x] >= 0 && xs[x] + 1 < CW) {
+      if (inside_begin == W) inside_begin = x;
+      inside_end = x + 1;
+    }
   for (int c = 0; c < C; ++c) {
     const uint8_t* plane = canvas + size_t(c) * CH * CW;
     for (int y = 0; y < H; ++y) {
@@ -207,11 +215,20 @@ void warp(const uint8_t* canvas, int C, int CH, int CW, const DetectDraw& d, int
       const int y0 = int(std::floor(v));
       const float fy = float(v - y0);
       uint8_t* row = out + (size_t(c) * H + y) * W;
+      auto blend = [&](int x, float p00, float p01, float p10, float p11) {
+        const float top = p00 * (1 - fx[x]) + p01 * fx[x], bottom = p10 * (1 - fx[x]) + p11 * fx[x];
+        row[x] = uint8_t(std::min(255.0f, top * (1 - fy) + bottom * fy + 0.5f));
+      };
+      const bool rows_inside = y0 >= 0 && y0 + 1 < CH;
+      const int fast_begin = rows_inside ? inside_begin : W, fast_end = rows_inside ? inside_end : W;
       for (int x = 0; x < W; ++x) {
         const int x0 = xs[x];
-        const float top = at(plane, y0, x0) * (1 - fx[x]) + at(plane, y0, x0 + 1) * fx[x];
-        const float bottom = at(plane, y0 + 1, x0) * (1 - fx[x]) + at(plane, y0 + 1, x0 + 1) * fx[x];
-        row[x] = uint8_t(std::clamp(std::lround(top * (1 - fy) + bottom * fy), 0L, 255L));
+        if (x >= fast_begin && x < fast_end) {
+          const uint8_t* p = plane + size_t(y0) * CW + x0;
+          blend(x, p[0], p[1], p[CW], p[CW + 1]);
+        } else {
+          blend(x, at(plane, y0, x0), at(plane, y0, x0 + 1), at(plane, y0 + 1, x0), at(plane, y0 + 1, x0 + 1));
+        }
       }
     }
   }
