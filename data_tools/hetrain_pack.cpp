@@ -144,19 +144,34 @@ std::unique_ptr<SampleSource> open_cifar_source(const std::string& cmd, const st
 std::unique_ptr<SampleSource> open_folder_source(const std::string& cmd, const std::vector<std::string>& args,
                                                  po::options_description& out, po::variables_map& vm,
                                                  PackOptions& opt) {
-  std::string root;
+  std::string root, store = "raw";
   int size = 224, channels = 3;
+  FolderStorage storage;
   po::options_description own("folder options");
   own.add_options()
       ("root", po::value(&root)->required(), "ImageFolder root: one sub-folder per class (also positional)")
-      ("size", po::value(&size)->default_value(224), "output size: shorter side resized to it, centre crop")
-      ("channels", po::value(&channels)->default_value(3), "3 = RGB, 1 = greyscale");
+      ("size", po::value(&size)->default_value(224),
+       "the batches' height and width: raw storage resizes the shorter side to it and centre-crops; JPEG storage "
+       "decodes to it when training (RandomResizedCrop with --augment rrc, else the evaluation transform)")
+      ("channels", po::value(&channels)->default_value(3), "3 = RGB, 1 = greyscale")
+      ("store", po::value(&store)->default_value("raw"),
+       "raw = uint8 pixels at --size (small images) | jpeg = each image whole as a JPEG file, decoded by the "
+       "reader (big datasets: about 1/5 of raw at 224; docs/dataset-format.md, \"JPEG storage\")")
+      ("stored-size", po::value(&storage.stored_size)->default_value(0),
+       "--store jpeg: shorter side of the stored images, at most (0 = --size x 256/224, e.g. 256 for 224)")
+      ("quality", po::value(&storage.quality)->default_value(90),
+       "--store jpeg: JPEG quality 1-100 of re-encoded images (JPEG files already small enough are kept as they are)");
   po::positional_options_description pos;
   pos.add("root", 1);
   if (!parse(cmd, args, own, out, vm, &pos,
              "Packs an ImageFolder tree of JPEG/PNG files. Under mpirun each rank writes its own shards."))
     return nullptr;
-  return open_folder(root, size, channels);
+  HT_CHECK(store == "raw" || store == "jpeg", "--store must be raw or jpeg, got ", quoted(store));
+  storage.jpeg = store == "jpeg";
+  if (!storage.jpeg)
+    for (const char* o : {"stored-size", "quality"})
+      HT_CHECK(vm[o].defaulted(), "--", o, " applies to --store jpeg only: drop it or add --store jpeg");
+  return open_folder(root, size, channels, storage);
 }
 
 std::unique_ptr<SampleSource> open_synthetic_source(const std::string& cmd, const std::vector<std::string>& args,

@@ -16,6 +16,27 @@ namespace po = boost::program_options;
 namespace hetrain::tools {
 namespace {
 // Chunk shape and filters of /images in the first shard, e.g. "chunks [83, 1, 28, 28], gzip 4".
+// A JPEG dataset: its bytes per image against raw pixels at the batches' shape.
+std::string jpeg_storage_of(const data::DatasetInfo& info) {
+  using namespace data;
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  h5::quiet();
+  double bytes = 0;
+  for (const std::string& path : info.shard_files) {
+    h5::Id f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    h5::Id d(f.valid() ? H5Dopen2(f, "jpeg", H5P_DEFAULT) : -1);
+    if (!d.valid()) return "JPEG (?)";
+    h5::Id space(H5Dget_space(d));
+    bytes += double(H5Sget_simple_extent_npoints(space));
+  }
+  const double per_image = bytes / double(info.num_samples);
+  char text[160];
+  std::snprintf(text, sizeof text, "JPEG, %.1f KB per image on average (raw %dx%dx%d: %.1f KB, %.1fx more)",
+                per_image / 1e3, info.channels, info.height, info.width, double(info.sample_bytes()) / 1e3,
+                double(info.sample_bytes()) / per_image);
+  return text;
+}
+
 std::string storage_of(const std::string& path) {
   using namespace data;
   std::lock_guard<std::mutex> lock(hdf5_mutex());
@@ -76,9 +97,12 @@ int inspect_main(const std::vector<std::string>& args) {
   std::printf("file         %s\n", file.c_str());
   std::printf("format       %s version %d\n", data::kFormatName, data::kFormatVersion);
   std::printf("samples      %lld\n", (long long)in.num_samples);
-  std::printf("shape        [N, C, H, W] = [%lld, %d, %d, %d] uint8\n", (long long)in.num_samples, in.channels,
-              in.height, in.width);
-  std::printf("storage      %s\n", storage_of(in.shard_files[0]).c_str());
+  std::printf("shape        [N, C, H, W] = [%lld, %d, %d, %d] uint8%s\n", (long long)in.num_samples, in.channels,
+              in.height, in.width, in.jpeg ? " (decoded from JPEG)" : "");
+  if (in.jpeg)
+    std::printf("storage      %s\n", jpeg_storage_of(in).c_str());
+  else
+    std::printf("storage      %s\n", storage_of(in.shard_files[0]).c_str());
   std::printf("task         %s\n", in.has_boxes ? "detection" : "classification");
   std::vector<int64_t> hist(in.num_classes, 0);
   if (in.has_boxes) {  // boxes per class (the labels only summarise a detection image)
@@ -132,7 +156,7 @@ int inspect_main(const std::vector<std::string>& args) {
   std::printf("verify       OK: %zu shard(s), %lld labels in [0, %d), ", in.shard_files.size(), (long long)N,
               in.num_classes);
   if (in.has_boxes) std::printf("%lld boxes valid, ", (long long)in.num_boxes);
-  std::printf("%lld images read, mean/std match\n", (long long)N);
+  std::printf("%lld images %s, mean/std match\n", (long long)N, in.jpeg ? "decoded" : "read");
   return 0;
 }
 

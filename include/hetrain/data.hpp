@@ -8,6 +8,10 @@
 //
 // HDF5 here is built without thread safety: every HDF5 call in hetrain (reader thread, checkpoints, tools)
 // must hold hdf5_mutex().
+//
+// A dataset may store its images as JPEG instead (root attribute storage = "jpeg", hetrain-pack folder
+// --store jpeg): uint8 /jpeg [total bytes] with int64 /jpeg_offsets [N+1], each image at its stored size.
+// Its 'shape' is the C×H×W that batches have: the reader decodes each sample to it (docs/dataset-format.md).
 #pragma once
 
 #include <mpi.h>
@@ -49,7 +53,15 @@ struct DatasetInfo {
   std::vector<int64_t> shard_counts;
   bool has_boxes = false;  // a detection dataset (root attribute task = "detection"): /boxes, /box_offsets
   int64_t num_boxes = 0;   // M of the logical dataset (0 for classification)
+  bool jpeg = false;       // storage = "jpeg": samples are JPEG files, decoded to C×H×W when read
   int64_t sample_bytes() const { return int64_t(channels) * height * width; }
+};
+
+// The JPEG bytes of n samples, one after another: sample i is bytes[offsets[i] .. offsets[i+1]).
+struct EncodedImages {
+  std::vector<uint8_t> bytes;
+  std::vector<int64_t> offsets;  // [n + 1]
+  int64_t samples() const { return offsets.empty() ? 0 : int64_t(offsets.size()) - 1; }
 };
 
 // Where a dataset's images came from, as `hetrain-pack coco` records it (docs/dataset-format.md): each
@@ -96,7 +108,12 @@ class Dataset {  // one logical dataset: a single file or a shard index + shard 
   // coalesces runs of consecutive indices into one hyperslab read; opens only the shards it touches.
   // labels may be null. Not reentrant: one reader thread per Dataset.
   // boxes (detection datasets only; may be null): replaced by the boxes of `indices`, in their order.
+  // A JPEG dataset's samples are decoded here with the evaluation transform (centre_window), on this thread.
   void read(const std::vector<int64_t>& indices, uint8_t* images, int32_t* labels, BoxList* boxes = nullptr);
+  // JPEG datasets: the stored bytes of `indices` (any order, duplicates allowed), to decode elsewhere
+  // (decode_batch); one H5Dread per run of consecutive indices. Not reentrant, like read().
+  void read_encoded(const std::vector<int64_t>& indices, EncodedImages& out, int32_t* labels,
+                    BoxList* boxes = nullptr);
   bool has_boxes() const { return info_.has_boxes; }
   // Optional per-node in-memory cache: all ranks of node_comm share one copy in an MPI shared-memory window.
   // Collective over node_comm (every rank calls it); each node rank loads a slice, then reads come from memory.
@@ -183,6 +200,9 @@ struct AugmentConfig {
   bool random_crop = false;
   int crop_padding = 4;
   bool hflip = false;
+  // RandomResizedCrop + flip (--augment rrc, see draw_resized_crop), applied to the uint8 samples as they are
+  // decoded (JPEG datasets) or read, before anything else; use it without random_crop and hflip.
+  bool resized_crop = false;
   // Detection datasets: compose each sample with `detect` (before any crop and flip above).
   bool detection = false;
   DetectAugment detect;
@@ -248,6 +268,41 @@ void augment_detection_batch(const DetectAugment& a, uint64_t aug_seed, const st
                              const DetectReads& plan, const uint8_t* images, const BoxList& boxes,
                              const DatasetInfo& info, uint8_t* out, BoxList& out_boxes, int threads);
 
+// Where a sample's pixels come from before they are resized to the batch's H × W: a window of the stored
+// image, in its pixel coordinates (fractional for the evaluation transform), then an optional left-right flip.
+struct CropWindow {
+  double x0 = 0, y0 = 0, width = 0, height = 0;
+  bool flip = false;
+};
+// torchvision's RandomResizedCrop (area 8-100 % of the image, aspect ratio 3/4-4/3, 10 tries, then the
+// centre crop nearest in ratio) and a flip with probability 1/2, drawn from (aug_seed, dataset index) only
+// (its own stream: crop_flip's draws stay as they were), so the window never depends on rank or split.
+CropWindow draw_resized_crop(uint64_t aug_seed, int64_t index, int image_height, int image_width);
+// The evaluation transform of torchvision's ImageNet recipe: the shorter side resized to 256/224 of the
+// batch's shorter side (rounded), then the centre out_height × out_width crop.
+CropWindow centre_window(int image_height, int image_width, int out_height, int out_width);
+// Bilinear resampling (pixel centres aligned) of `window` of an image to out_height × out_width, CHW into
+// `out`. The image is `channels` planes addressed as pixel(y, x, c) = image[y·row + x·step + c·plane].
+struct PixelLayout {
+  int height = 0, width = 0, channels = 0;
+  int64_t row = 0, step = 0, plane = 0;
+  static PixelLayout hwc(int h, int w, int c) { return {h, w, c, int64_t(w) * c, c, 1}; }
+  static PixelLayout chw(int h, int w, int c) { return {h, w, c, w, 1, int64_t(h) * w}; }
+};
+void resample_window(const uint8_t* image, const PixelLayout& layout, const CropWindow& window, int out_height,
+                     int out_width, uint8_t* out);
+
+// Decodes JPEG samples to the dataset's C × H × W: sample i (dataset index indices[i]) through
+// draw_resized_crop when `resized_crop`, else through centre_window. libjpeg-turbo scales by k/8 in its
+// inverse DCT where the window stays at least H × W (cheaper, and no aliasing). Corrupt bytes throw
+// "<info.path>: sample <index>: corrupt JPEG ...". The result depends only on the bytes, the seed and the
+// index, never on `threads`.
+void decode_batch(const EncodedImages& in, const std::vector<int64_t>& indices, const DatasetInfo& info,
+                  bool resized_crop, uint64_t aug_seed, uint8_t* out, int threads);
+// Raw-stored samples (C × H × W uint8 each, in place): RandomResizedCrop back to H × W and the flip.
+void resized_crop_batch(uint8_t* images, const std::vector<int64_t>& indices, const DatasetInfo& info,
+                        uint64_t aug_seed, int threads);
+
 enum class BatchForm {
   Float,  // images: augmented and normalised on the host (CPU ranks)
   Raw,    // raw + crop_flip: the bytes as read, for the device to augment and normalise (GPU ranks)
@@ -269,8 +324,9 @@ struct Batch {
 
 class Prefetcher {  // a reader thread and an augmentation stage, `depth` batches ahead
  public:
-  // augment_threads: threads that convert one batch (the augmentation stage's own thread included).
-  Prefetcher(Dataset& ds, int depth, int augment_threads);
+  // augment_threads: threads that convert one batch (the augmentation stage's own thread included);
+  // decode_threads: threads that decode one batch of a JPEG dataset (0: as many as augment_threads).
+  Prefetcher(Dataset& ds, int depth, int augment_threads, int decode_threads = 0);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -290,6 +346,7 @@ class Prefetcher {  // a reader thread and an augmentation stage, `depth` batche
     uint64_t seed;
     BatchForm form;
     DetectReads reads;         // detection samples composed as YOLOv5 does: what the reader read for them
+    EncodedImages encoded;     // JPEG datasets: the bytes read, decoded into `raw` by the augmentation stage
     std::vector<uint8_t> raw;  // read, not yet augmented (a buffer from raw_pool_)
     Batch result;
     std::exception_ptr error;
@@ -298,9 +355,11 @@ class Prefetcher {  // a reader thread and an augmentation stage, `depth` batche
   void read_loop();     // reads job k+1 ...
   void augment_loop();  // ... while job k is converted to float (or drawn, Raw form): the stages overlap
   bool composes(const Job& job) const;  // a detection batch augmented as YOLOv5 does
+  const std::vector<int64_t>& read_list(const Job& job) const;  // what the reader reads for the job
+  void decode_or_crop(Job& job);  // JPEG: decode into job.raw; raw + resized_crop: crop job.raw in place
   void compose_detection(Job& job);
   Dataset& ds_;
-  int depth_, threads_;
+  int depth_, threads_, decode_threads_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> jobs_;  // submission order; front is the next to return

@@ -29,11 +29,13 @@ struct TrainConfig {
   // --augment: classifiers get a random crop (pad 4) + horizontal flip. Detectors are augmented without it
   // (detect_augment, YOLOv5's recipe) unless --no-augment.
   bool augment = false;
+  bool resized_crop = false;      // --augment rrc: RandomResizedCrop + flip instead of the crop and flip
   bool no_augment = false;
   data::DetectAugment detect_augment;
   // Whether training batches of a model of this kind are augmented.
   bool augments(bool detector) const { return !no_augment && (augment || detector); }
   int prefetch_depth = 2;
+  int decode_threads = 0;         // JPEG datasets: threads per rank that decode a batch (0 = --threads)
   bool node_cache = false;        // hold the dataset in memory once per node (MPI shared-memory window)
   std::string last_batch = "drop";  // drop | partial
 

@@ -82,7 +82,7 @@ const char* kUsage =
 
 // The options that reach TrainConfig only after a conversion (lists, the precision, negated switches).
 struct RawTrainOptions {
-  std::string shape, milestones, precision;
+  std::string shape, milestones, precision, augment;
   bool no_bn_decay = false, tf32 = false, verbose = false;
 };
 
@@ -125,6 +125,21 @@ void refuse_options_of_other_modes(const po::options_description& opts, const po
   }
 }
 
+// --augment's value: crop (also what a bare --augment and a config file's "augment = true" mean) or rrc.
+void parse_augment(const std::string& value, TrainConfig& cfg) {
+  std::string v = value;
+  for (char& ch : v) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  if (v.empty() || v == "false" || v == "no" || v == "off" || v == "0") return;
+  if (v == "rrc") {
+    cfg.augment = cfg.resized_crop = true;
+    return;
+  }
+  if (v != "crop" && v != "true" && v != "yes" && v != "on" && v != "1")
+    throw po::error("--augment takes crop (random crop + flip; the default) or rrc (RandomResizedCrop + flip), got '" +
+                    value + "'");
+  cfg.augment = true;
+}
+
 po::options_description data_options(TrainConfig& c, RawTrainOptions& raw) {
   po::options_description data("Data");
   data.add_options()
@@ -137,9 +152,11 @@ po::options_description data_options(TrainConfig& c, RawTrainOptions& raw) {
       ("synthetic-val", po::value(&c.synthetic_val), "held-out synthetic samples for validation")
       ("synthetic-shape", po::value(&raw.shape)->default_value("3,32,32"), "C,H,W of synthetic images")
       ("synthetic-classes", po::value(&c.synthetic_classes)->default_value(10), "classes of synthetic data")
-      ("augment", po::bool_switch(&c.augment),
-       "augment the training data: a classifier's by random crop (4-pixel padding) and horizontal flip. Detectors "
-       "are augmented without it, as YOLOv5 is, by the next options (docs/detection.md, \"Augmentation\")")
+      ("augment", po::value(&raw.augment)->implicit_value("crop"),
+       "augment a classifier's training data: --augment (= crop) by a random crop (4-pixel padding) and a "
+       "horizontal flip, the CIFAR recipe | --augment rrc by RandomResizedCrop (8-100 % of the area, ratio "
+       "3/4-4/3) and a flip, the ImageNet recipe (docs/augmentation.md). Detectors are augmented without it, as "
+       "YOLOv5 is, by the next options (docs/detection.md, \"Augmentation\")")
       ("no-augment", po::bool_switch(&c.no_augment), "no augmentation at all, detectors included")
       ("mosaic", po::value(&c.detect_augment.mosaic)->default_value(1.0f, "1"),
        "detectors: probability that a training image becomes a mosaic of 4 (itself and 3 images drawn from the "
@@ -155,6 +172,9 @@ po::options_description data_options(TrainConfig& c, RawTrainOptions& raw) {
       ("fliplr", po::value(&c.detect_augment.fliplr)->default_value(0.5f, "0.5"),
        "detectors: probability of a left-right flip; 0 turns it off")
       ("prefetch", po::value(&c.prefetch_depth)->default_value(2), "batches read ahead by the background reader")
+      ("decode-threads", po::value(&c.decode_threads)->default_value(0),
+       "JPEG datasets (hetrain-pack folder --store jpeg): threads per rank that decode a batch while the model "
+       "computes (0 = --threads)")
       ("cache", po::bool_switch(&c.node_cache), "hold the dataset in memory, one copy per node (MPI shared memory)")
       ("last-batch", po::value(&c.last_batch)->default_value("drop"), "last partial batch of an epoch: drop | partial");
   return data;
@@ -392,6 +412,7 @@ int cmd_train(int argc, char** argv) {
     cfg.synthetic_shape = parse_ints(raw.shape, "--synthetic-shape");
     if (!raw.milestones.empty()) cfg.milestones = parse_ints(raw.milestones, "--milestones");
     cfg.decay_bn_and_bias = !raw.no_bn_decay;
+    parse_augment(raw.augment, cfg);
     if (cfg.augment && cfg.no_augment) throw std::runtime_error("--augment and --no-augment contradict each other: give one");
     cfg.detect_augment.check();
     cfg.precision = hetrain::parse_precision(raw.precision, "--precision");

@@ -19,6 +19,7 @@
 #include "data/boxes.hpp"
 #include "data/h5util.hpp"
 #include "data/mapped_images.hpp"
+#include "data/shard.hpp"
 #include "hetrain/data.hpp"
 #include "hetrain/error.hpp"
 
@@ -42,21 +43,6 @@ void check_sample_shape(const std::string& what, int64_t channels, int64_t heigh
   HT_THROW(what, ": a ", channels, "x", height, "x", width, " sample is ", size, " bytes, more than hetrain handles (",
            kMaxSampleBytes, " bytes = C*H*W per sample)");
 }
-
-struct Dataset::Shard {
-  std::string path;
-  int64_t count = 0;
-  h5::Id file, images;
-  std::unique_ptr<MappedImages> mapped;  // null: read /images with H5Dread (compressed, unusual layout)
-  FileWatch watch;                       // unmapped shards (a mapped one's map watches its file)
-  std::vector<int32_t> labels;
-  FileBoxes boxes;  // detection datasets only
-  // Throws "<file>: changed or truncated while reading" when the file's size or mtime changed since open.
-  void check_unchanged() const {
-    if (mapped) mapped->check_unchanged();
-    else watch.check();
-  }
-};
 
 namespace {
 bool file_exists(const std::string& p) {
@@ -116,6 +102,11 @@ void read_info(hid_t f, const std::string& path, DatasetInfo& info) {
   HT_CHECK(task == "classification" || task == "detection", path, ": attribute 'task' is ", quoted(task),
            ", expected 'classification' or 'detection'");
   info.has_boxes = task == "detection";
+  // Files without the attribute predate JPEG storage: raw pixels.
+  const std::string storage = h5::has_attr(f, "storage") ? h5::read_string_attr(f, "storage", path) : "raw";
+  HT_CHECK(storage == "raw" || storage == "jpeg", path, ": attribute 'storage' is ", quoted(storage),
+           ", expected 'raw' or 'jpeg'");
+  info.jpeg = storage == "jpeg";
   HT_CHECK(info.num_samples > 0, path, ": empty dataset (num_samples is ", info.num_samples, ")");
 }
 
@@ -139,12 +130,10 @@ void check_file_holds(const std::string& p, int64_t n, int64_t sample_bytes, boo
            st.st_size, " bytes can hold (damaged, or not written by hetrain-pack)");
 }
 
-// Opens /images and /labels of a single or shard file, checks them against the logical dataset. map_images:
-// also prepare direct reads of /images (MappedImages); a shard opened only to be validated skips that.
-void open_arrays(Dataset::Shard& s, const DatasetInfo& info, bool map_images = true) {
+// A raw dataset's /images: uint8 [count, C, H, W].
+void open_images(Dataset::Shard& s, const DatasetInfo& info) {
   const std::string& p = s.path;
   HT_CHECK(H5Lexists(s.file, "images", H5P_DEFAULT) > 0, p, ": dataset /images is missing");
-  HT_CHECK(H5Lexists(s.file, "labels", H5P_DEFAULT) > 0, p, ": dataset /labels is missing");
   h5::Id dapl(H5Pcreate(H5P_DATASET_ACCESS));
   H5Pset_chunk_cache(dapl, 521, 8 << 20, 1.0);  // consecutive small samples share a chunk: keep a few
   s.images = h5::Id(H5Dopen2(s.file, "images", dapl));
@@ -161,7 +150,44 @@ void open_arrays(Dataset::Shard& s, const DatasetInfo& info, bool map_images = t
            "x", info.width);
   HT_CHECK(int64_t(d[0]) == s.count, p, ": /images holds ", d[0], " samples but attribute 'num_samples' says ",
            s.count);
+}
 
+// A JPEG dataset's /jpeg (uint8 bytes) and /jpeg_offsets (int64 [count + 1], from 0, never decreasing, ending
+// at /jpeg's length), read whole: 8 bytes a sample.
+void open_jpeg(Dataset::Shard& s) {
+  const std::string& p = s.path;
+  HT_CHECK(H5Lexists(s.file, "jpeg", H5P_DEFAULT) > 0 && H5Lexists(s.file, "jpeg_offsets", H5P_DEFAULT) > 0, p,
+           ": a JPEG dataset (storage = \"jpeg\") needs /jpeg and /jpeg_offsets");
+  s.jpeg = h5::Id(H5Dopen2(s.file, "jpeg", H5P_DEFAULT));
+  HT_CHECK(s.jpeg.valid(), p, ": cannot open /jpeg: ", h5::last_error());
+  h5::Id t(H5Dget_type(s.jpeg));
+  HT_CHECK(H5Tget_class(t) == H5T_INTEGER && H5Tget_size(t) == 1 && H5Tget_sign(t) == H5T_SGN_NONE, p,
+           ": /jpeg must be uint8");
+  h5::Id sp(H5Dget_space(s.jpeg));
+  HT_CHECK(H5Sget_simple_extent_ndims(sp) == 1, p, ": /jpeg must have 1 dimension (bytes)");
+  const int64_t total = H5Sget_simple_extent_npoints(sp);
+  h5::Id od(H5Dopen2(s.file, "jpeg_offsets", H5P_DEFAULT));
+  h5::Id osp(H5Dget_space(od));
+  HT_CHECK(od.valid() && H5Sget_simple_extent_ndims(osp) == 1 && H5Sget_simple_extent_npoints(osp) == s.count + 1, p,
+           ": /jpeg_offsets must hold num_samples + 1 = ", s.count + 1, " values");
+  check_file_holds(p, s.count, sizeof(int64_t), filtered(od), false);  // before the offsets are allocated
+  s.jpeg_offsets.resize(size_t(s.count) + 1);
+  HT_CHECK(H5Dread(od, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.jpeg_offsets.data()) >= 0, p,
+           ": cannot read /jpeg_offsets: ", h5::last_error());
+  HT_CHECK(s.jpeg_offsets[0] == 0 && s.jpeg_offsets.back() == total, p, ": /jpeg_offsets must run from 0 to /jpeg's ",
+           total, " bytes, they run from ", s.jpeg_offsets[0], " to ", s.jpeg_offsets.back());
+  for (int64_t i = 0; i < s.count; ++i)
+    HT_CHECK(s.jpeg_offsets[size_t(i) + 1] > s.jpeg_offsets[size_t(i)], p, ": sample ", i,
+             " has no bytes (/jpeg_offsets must increase)");
+}
+
+// Opens /images and /labels of a single or shard file, checks them against the logical dataset. map_images:
+// also prepare direct reads of /images (MappedImages); a shard opened only to be validated skips that.
+void open_arrays(Dataset::Shard& s, const DatasetInfo& info, bool map_images = true) {
+  const std::string& p = s.path;
+  HT_CHECK(H5Lexists(s.file, "labels", H5P_DEFAULT) > 0, p, ": dataset /labels is missing");
+  if (info.jpeg) open_jpeg(s);
+  else open_images(s, info);
   h5::Id labels(H5Dopen2(s.file, "labels", H5P_DEFAULT));
   HT_CHECK(labels.valid(), p, ": cannot open /labels: ", h5::last_error());
   h5::Id lt(H5Dget_type(labels));
@@ -171,7 +197,7 @@ void open_arrays(Dataset::Shard& s, const DatasetInfo& info, bool map_images = t
   HT_CHECK(H5Sget_simple_extent_ndims(lsp) == 1, p, ": /labels must have 1 dimension [N]");
   H5Sget_simple_extent_dims(lsp, &ln, nullptr);
   HT_CHECK(int64_t(ln) == s.count, p, ": count mismatch: /images holds ", s.count, " samples but /labels holds ", ln);
-  check_file_holds(p, s.count, info.sample_bytes(), filtered(s.images), filtered(labels));
+  if (!info.jpeg) check_file_holds(p, s.count, info.sample_bytes(), filtered(s.images), filtered(labels));
   s.labels.resize(ln);
   HT_CHECK(H5Dread(labels, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.labels.data()) >= 0, p,
            ": cannot read /labels: ", h5::last_error());
@@ -180,7 +206,7 @@ void open_arrays(Dataset::Shard& s, const DatasetInfo& info, bool map_images = t
   else
     HT_CHECK(H5Lexists(s.file, "boxes", H5P_DEFAULT) <= 0, p,
              ": has /boxes but is not marked as a detection dataset (root attribute task = \"detection\")");
-  if (map_images) s.mapped = MappedImages::open(p, s.file, s.images, s.count, info.sample_bytes());
+  if (map_images && !info.jpeg) s.mapped = MappedImages::open(p, s.file, s.images, s.count, info.sample_bytes());
   if (!s.mapped) s.watch = FileWatch(p, -1);
   for (int64_t i = 0; i < s.count; ++i)
     HT_CHECK(s.labels[i] >= 0 && s.labels[i] < info.num_classes, p, ": label ", s.labels[i], " of sample ", i,
@@ -329,6 +355,12 @@ void Dataset::read(const std::vector<int64_t>& indices, uint8_t* images, int32_t
     boxes->offsets.assign(1, 0);
   }
   if (n == 0) return;
+  if (info_.jpeg) {  // decoded here with the evaluation transform; the prefetcher decodes on its own threads
+    EncodedImages encoded;
+    read_encoded(indices, encoded, labels, boxes);
+    decode_batch(encoded, indices, info_, false, 0, images, 1);
+    return;
+  }
   if (cache_) {  // enable_node_cache opened every shard: their boxes are in memory
     for (int64_t i = 0; i < n; ++i) {
       std::memcpy(images + i * sb, cache_ + indices[i] * sb, sb);
@@ -488,6 +520,9 @@ void Dataset::copy_out(const ReadPlan& plan, uint8_t* images, int32_t* labels) {
 
 void Dataset::enable_node_cache(MPI_Comm node_comm) {
   HT_CHECK(cache_ == nullptr, info_.path, ": node cache already enabled");
+  // Refused on every rank alike (the storage is in the file), before anything collective.
+  HT_CHECK(!info_.jpeg, info_.path, ": --cache holds raw pixels, and this dataset stores JPEG (decoded as it is "
+           "read): drop --cache, or pack it with --store raw");
   int rank = 0, size = 1;
   HT_MPI_CHECK(MPI_Comm_rank(node_comm, &rank));
   HT_MPI_CHECK(MPI_Comm_size(node_comm, &size));

@@ -11,8 +11,7 @@
 #include "hetrain/error.hpp"
 
 namespace hetrain::data {
-namespace {
-std::vector<unsigned char> read_file(const std::string& path) {
+std::vector<uint8_t> read_whole_file(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   HT_CHECK(f, path, ": cannot open: ", std::strerror(errno));
   std::vector<unsigned char> buf;
@@ -25,6 +24,7 @@ std::vector<unsigned char> read_file(const std::string& path) {
   return buf;
 }
 
+namespace {
 std::string lower_ext(const std::string& path) {
   size_t dot = path.find_last_of('.');
   std::string e = dot == std::string::npos ? "" : path.substr(dot + 1);
@@ -33,30 +33,105 @@ std::string lower_ext(const std::string& path) {
 }
 }  // namespace
 
-Image decode_jpeg(const std::string& path, int channels) {
-  HT_CHECK(channels == 1 || channels == 3, "channels must be 1 or 3, got ", channels);
-  std::vector<unsigned char> data = read_file(path);
-  HT_CHECK(!data.empty(), path, ": empty file (corrupt JPEG)");
-  tjhandle h = tjInitDecompress();
-  HT_CHECK(h, "cannot initialise libturbojpeg");
-  Image img;
-  int subsamp = 0, colorspace = 0;
-  if (tjDecompressHeader3(h, data.data(), data.size(), &img.width, &img.height, &subsamp, &colorspace) != 0) {
-    std::string why = tjGetErrorStr2(h);
-    tjDestroy(h);
-    HT_THROW(path, ": corrupt JPEG (header): ", why);
+namespace {
+// One TurboJPEG handle per thread and direction, kept for the thread's life (decoders run on the reader's
+// threads for every batch). A handle that reported an error is replaced: TurboJPEG 2.1 may leave it in a
+// state where the next header reads as 0 x 0.
+struct TjHandle {
+  tjhandle h = nullptr;
+  bool compress;
+  explicit TjHandle(bool c) : compress(c) { reset(); }
+  ~TjHandle() { tjDestroy(h); }
+  void reset() {
+    if (h) tjDestroy(h);
+    h = compress ? tjInitCompress() : tjInitDecompress();
+    HT_CHECK(h, "cannot initialise libturbojpeg");
   }
+};
+TjHandle& decompressor() {
+  thread_local TjHandle handle(false);
+  return handle;
+}
+TjHandle& compressor() {
+  thread_local TjHandle handle(true);
+  return handle;
+}
+// The handle's error text, after which the handle is replaced.
+std::string error_of(TjHandle& handle) {
+  const std::string why = tjGetErrorStr2(handle.h);
+  handle.reset();
+  return why;
+}
+}  // namespace
+
+JpegHeader read_jpeg_header(const uint8_t* data, size_t size, const std::string& what) {
+  HT_CHECK(size > 0, what, ": empty (corrupt JPEG)");
+  TjHandle& h = decompressor();
+  JpegHeader hdr;
+  int subsamp = 0;
+  if (tjDecompressHeader3(h.h, data, (unsigned long)size, &hdr.width, &hdr.height, &subsamp, &hdr.colorspace) != 0)
+    HT_THROW(what, ": corrupt JPEG (header): ", error_of(h));
+  if (hdr.width <= 0 || hdr.height <= 0) {
+    h.reset();
+    HT_THROW(what, ": corrupt JPEG (header): image size ", hdr.width, "x", hdr.height);
+  }
+  return hdr;
+}
+
+Image decode_jpeg_bytes(const uint8_t* data, size_t size, int channels, const std::string& what, int scaled_width,
+                        int scaled_height) {
+  HT_CHECK(channels == 1 || channels == 3, "channels must be 1 or 3, got ", channels);
+  const JpegHeader hdr = read_jpeg_header(data, size, what);
+  Image img;
+  img.width = scaled_width > 0 ? scaled_width : hdr.width;
+  img.height = scaled_height > 0 ? scaled_height : hdr.height;
   img.channels = channels;
   img.pixels.resize(size_t(img.width) * img.height * channels);
-  int rc = tjDecompress2(h, data.data(), data.size(), img.pixels.data(), img.width, 0, img.height,
-                         channels == 3 ? TJPF_RGB : TJPF_GRAY, TJFLAG_ACCURATEDCT | TJFLAG_STOPONWARNING);
-  if (rc != 0) {
-    std::string why = tjGetErrorStr2(h);
-    tjDestroy(h);
-    HT_THROW(path, ": corrupt or truncated JPEG: ", why, " (file size ", data.size(), " bytes)");
-  }
-  tjDestroy(h);
+  TjHandle& h = decompressor();
+  if (tjDecompress2(h.h, data, (unsigned long)size, img.pixels.data(), img.width, 0, img.height,
+                    channels == 3 ? TJPF_RGB : TJPF_GRAY, TJFLAG_ACCURATEDCT | TJFLAG_STOPONWARNING) != 0)
+    HT_THROW(what, ": corrupt or truncated JPEG: ", error_of(h), " (", size, " bytes)");
   return img;
+}
+
+void jpeg_scaled_size(int width, int height, double window_width, double window_height, int min_width,
+                      int min_height, int* scaled_width, int* scaled_height) {
+  int count = 0;
+  const tjscalingfactor* factors = tjGetScalingFactors(&count);
+  tjscalingfactor best = {1, 1};
+  for (int k = 0; k < count; ++k) {
+    const tjscalingfactor f = factors[k];
+    const double r = double(f.num) / f.denom;
+    if (r > 1 || r >= double(best.num) / best.denom) continue;
+    // The window at this scale, measured as the decoder scales the whole image.
+    const double sx = double(TJSCALED(width, f)) / width, sy = double(TJSCALED(height, f)) / height;
+    if (window_width * sx >= min_width && window_height * sy >= min_height) best = f;
+  }
+  *scaled_width = TJSCALED(width, best);
+  *scaled_height = TJSCALED(height, best);
+}
+
+std::vector<uint8_t> encode_jpeg(const Image& img, int quality) {
+  HT_CHECK(img.channels == 1 || img.channels == 3, "encode_jpeg: 1 or 3 channels, got ", img.channels);
+  HT_CHECK(quality >= 1 && quality <= 100, "JPEG quality must be 1..100, got ", quality);
+  TjHandle& h = compressor();
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  if (tjCompress2(h.h, img.pixels.data(), img.width, 0, img.height, img.channels == 3 ? TJPF_RGB : TJPF_GRAY, &buf,
+                  &size, img.channels == 3 ? TJSAMP_420 : TJSAMP_GRAY, quality, TJFLAG_ACCURATEDCT) != 0) {
+    const std::string why = error_of(h);
+    tjFree(buf);
+    HT_THROW("cannot encode a ", img.width, "x", img.height, " JPEG: ", why);
+  }
+  std::vector<uint8_t> out(buf, buf + size);
+  tjFree(buf);
+  return out;
+}
+
+Image decode_jpeg(const std::string& path, int channels) {
+  std::vector<unsigned char> data = read_whole_file(path);
+  HT_CHECK(!data.empty(), path, ": empty file (corrupt JPEG)");
+  return decode_jpeg_bytes(data.data(), data.size(), channels, path);
 }
 
 Image decode_png(const std::string& path, int channels) {
@@ -65,7 +140,7 @@ Image decode_png(const std::string& path, int channels) {
   std::memset(&pi, 0, sizeof pi);
   pi.version = PNG_IMAGE_VERSION;
   // The simplified API reports errors in pi.message instead of longjmp-ing through our frames.
-  std::vector<unsigned char> data = read_file(path);
+  std::vector<unsigned char> data = read_whole_file(path);
   if (!png_image_begin_read_from_memory(&pi, data.data(), data.size()))
     HT_THROW(path, ": corrupt PNG: ", pi.message);
   pi.format = channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;

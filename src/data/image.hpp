@@ -13,11 +13,34 @@ struct Image {
   std::vector<uint8_t> pixels;  // interleaved HWC, as decoders produce it
 };
 
+std::vector<uint8_t> read_whole_file(const std::string& path);  // throws naming the file
+
 // channels 1 = grey, 3 = RGB. Throws hetrain::Error naming the file on corrupt or truncated input
 // (libjpeg-turbo warnings such as "premature end of data" count as errors).
 Image decode_jpeg(const std::string& path, int channels);
 Image decode_png(const std::string& path, int channels);
 Image decode_image(const std::string& path, int channels);  // by extension
+
+// JPEG in memory (the packer's and the reader's; `what` names the input in errors, e.g. "<file>: sample 7").
+struct JpegHeader {
+  int width = 0, height = 0;
+  int colorspace = 0;  // TJCS_*: TJCS_YCbCr or TJCS_GRAY decode to RGB and grey alike
+};
+JpegHeader read_jpeg_header(const uint8_t* data, size_t size, const std::string& what);
+// Decodes to `channels` (1 grey, 3 RGB), HWC. scaled_width/height > 0: libjpeg-turbo's inverse DCT scales by
+// the factor k/8 that gives exactly that size (jpeg_scaled_size), cheaper than decoding in full.
+Image decode_jpeg_bytes(const uint8_t* data, size_t size, int channels, const std::string& what,
+                        int scaled_width = 0, int scaled_height = 0);
+// The smallest scale k/8 ≤ 1 at which a width × height window of the image still covers min_width ×
+// min_height pixels, and the image's size at that scale.
+void jpeg_scaled_size(int width, int height, double window_width, double window_height, int min_width,
+                      int min_height, int* scaled_width, int* scaled_height);
+// One stored sample of a JPEG dataset decoded to C × H × W (CHW) through draw_resized_crop(aug_seed, index)
+// or, when not resized_crop, centre_window (see decode_batch in hetrain/data.hpp).
+void decode_sample(const uint8_t* bytes, size_t size, int C, int H, int W, bool resized_crop, uint64_t aug_seed,
+                   int64_t index, const std::string& what, uint8_t* out);
+// Baseline JPEG at `quality` (1-100): 4:2:0 chroma for RGB, as photo JPEGs are; grey stays grey.
+std::vector<uint8_t> encode_jpeg(const Image& img, int quality);
 
 // Shorter side → size (bilinear, pixel centres aligned), then the centre size×size crop, as CHW.
 // An image already size×size is copied unchanged.

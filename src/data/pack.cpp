@@ -43,6 +43,10 @@ void SampleSource::get_boxed(int64_t i, uint8_t* image, int32_t* label, std::vec
   boxes.clear();
 }
 
+void SampleSource::get_encoded(int64_t, std::vector<uint8_t>&, uint8_t*, int32_t*) const {
+  HT_THROW("this source stores raw pixels only (JPEG storage: hetrain-pack folder --store jpeg)");
+}
+
 int32_t label_of_boxes(const std::vector<float>& boxes) {
   int32_t label = 0;
   float largest = -1;
@@ -77,6 +81,8 @@ void fill(const SampleSource& src, const std::vector<int64_t>& order, int64_t be
   const bool detection = src.meta.has_boxes;
   std::vector<std::vector<float>> boxes(detection ? block : 0);  // per sample of the block
   std::vector<SampleOrigin> origins(src.meta.has_origins ? block : 0);
+  std::vector<std::vector<uint8_t>> encoded(src.meta.jpeg ? block : 0);  // per sample of the block
+  EncodedImages batch_encoded;
   BoxList batch_boxes;
   for (int64_t b = begin; b < end; b += block) {
     int64_t n = std::min(block, end - b);
@@ -85,6 +91,7 @@ void fill(const SampleSource& src, const std::vector<int64_t>& order, int64_t be
     for (int64_t i = 0; i < n; ++i) {
       try {
         if (detection) src.get_boxed(order[b + i], images.data() + i * sb, &labels[i], boxes[i]);
+        else if (src.meta.jpeg) src.get_encoded(order[b + i], encoded[i], images.data() + i * sb, &labels[i]);
         else src.get(order[b + i], images.data() + i * sb, &labels[i]);
         if (src.meta.has_origins) origins[i] = src.origin(order[b + i]);
       } catch (...) {
@@ -101,8 +108,18 @@ void fill(const SampleSource& src, const std::vector<int64_t>& order, int64_t be
         batch_boxes.offsets.push_back(int64_t(batch_boxes.rows.size()) / kBoxFields);
       }
     }
-    w.append(images.data(), labels.data(), n, detection ? &batch_boxes : nullptr,
-             src.meta.has_origins ? origins.data() : nullptr);
+    if (src.meta.jpeg) {
+      batch_encoded.bytes.clear();
+      batch_encoded.offsets.assign(1, 0);
+      for (int64_t i = 0; i < n; ++i) {
+        batch_encoded.bytes.insert(batch_encoded.bytes.end(), encoded[i].begin(), encoded[i].end());
+        batch_encoded.offsets.push_back(int64_t(batch_encoded.bytes.size()));
+      }
+      w.append_encoded(batch_encoded, images.data(), labels.data(), n);
+    } else {
+      w.append(images.data(), labels.data(), n, detection ? &batch_boxes : nullptr,
+               src.meta.has_origins ? origins.data() : nullptr);
+    }
     progress.add(n);
   }
 }
@@ -308,8 +325,8 @@ std::string check_room(const SampleSource& src, const PackOptions& opt, int64_t 
   const double block = std::max(sb, std::min(1024 * sb, double(32 << 20)));
   try {
     check_memory_for(index + block, "packing " + std::to_string(n) + " samples");
-    // Uncompressed files hold at least their pixels; what gzip saves cannot be known before writing.
-    if (opt.write.gzip_level == 0) {
+    // Uncompressed files hold at least their pixels; what gzip or JPEG saves cannot be known before writing.
+    if (opt.write.gzip_level == 0 && !src.meta.jpeg) {
       const double train = double(n - n_val) * sb, val = double(n_val) * sb;
       if (n_val > 0 && folder_of(opt.val_output) != folder_of(opt.output)) {
         check_disk_for(train, opt.output, "-o " + opt.output + " (" + std::to_string(n - n_val) + " samples)");

@@ -30,6 +30,9 @@ class SampleSource {
   virtual void get_boxed(int64_t i, uint8_t* image, int32_t* label, std::vector<float>& boxes) const;
   // Sources with meta.has_origins override this: sample i's image id and size before letterboxing.
   virtual SampleOrigin origin(int64_t /*i*/) const { return {}; }
+  // Sources with meta.jpeg override this: sample i as a JPEG file (`jpeg`), the same sample decoded as the
+  // reader decodes it for evaluation (image, C × H × W: for the statistics) and its label.
+  virtual void get_encoded(int64_t i, std::vector<uint8_t>& jpeg, uint8_t* image, int32_t* label) const;
   DatasetMeta meta;
 };
 
@@ -47,7 +50,16 @@ std::unique_ptr<SampleSource> open_cifar(const std::vector<std::string>& files, 
                                          const std::vector<std::string>& class_names);
 // ImageFolder: root/<class>/<image>.{jpg,jpeg,png}; classes are the sorted sub-folder names. Each image is
 // decoded (channels 1 = grey, 3 = RGB), its shorter side resized to `size` (bilinear), centre-cropped.
-std::unique_ptr<SampleSource> open_folder(const std::string& root, int size, int channels);
+// With JPEG storage (docs/dataset-format.md, "JPEG storage") each image is kept whole as a JPEG file instead:
+// its shorter side reduced to `stored_size` when longer, re-encoded at `quality`; a JPEG file already small
+// enough (and grey or YCbCr as `channels` wants) is kept byte for byte. Batches are decoded to size × size.
+struct FolderStorage {
+  bool jpeg = false;
+  int stored_size = 0;  // 0: size · 256/224 rounded (the evaluation transform's resize)
+  int quality = 90;
+};
+std::unique_ptr<SampleSource> open_folder(const std::string& root, int size, int channels,
+                                          const FolderStorage& storage = {});
 // Seeded images with a learnable class structure (a smooth per-class pattern plus noise).
 std::unique_ptr<SampleSource> open_synthetic(uint64_t seed, int64_t count, int channels, int height, int width,
                                              int num_classes);

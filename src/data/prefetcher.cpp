@@ -4,7 +4,9 @@
 // batch k+1 overlaps converting batch k, and both overlap the trainer's compute. Errors are stored with their
 // batch and rethrown by next(). Detection datasets: the reader also delivers each sample's boxes (and reads
 // the partners of its mosaics), and the augmentation stage composes the samples as YOLOv5 does
-// (augment_detection_batch) and moves the boxes with any crop and flip (in both forms).
+// (augment_detection_batch) and moves the boxes with any crop and flip (in both forms). JPEG datasets: the
+// reader reads the stored bytes, and the augmentation stage first decodes them on `decode_threads` threads
+// (through RandomResizedCrop's window or the evaluation transform), so decoding overlaps reading and compute.
 #include <algorithm>
 #include <chrono>
 
@@ -13,10 +15,12 @@
 
 namespace hetrain::data {
 
-Prefetcher::Prefetcher(Dataset& ds, int depth, int augment_threads)
-    : ds_(ds), depth_(depth), threads_(augment_threads) {
+Prefetcher::Prefetcher(Dataset& ds, int depth, int augment_threads, int decode_threads)
+    : ds_(ds), depth_(depth), threads_(augment_threads), decode_threads_(decode_threads > 0 ? decode_threads : augment_threads) {
   HT_CHECK(depth >= 1, "prefetch depth must be at least 1, got ", depth);
   HT_CHECK(augment_threads >= 1, "augmentation threads must be at least 1, got ", augment_threads);
+  HT_CHECK(decode_threads >= 0, "decode threads must be at least 1 (0: as many as augmentation threads), got ",
+           decode_threads);
   reader_ = std::thread([this] { read_loop(); });
   augmenter_ = std::thread([this] { augment_loop(); });
 }
@@ -72,11 +76,16 @@ void Prefetcher::read_loop() {
       if (composes(*job))
         job->reads = plan_detection_reads(job->aug.detect, job->seed, job->indices, info.num_samples, info.height,
                                           info.width);
-      const std::vector<int64_t>& read = composes(*job) ? job->reads.read : job->indices;
+      const std::vector<int64_t>& read = read_list(*job);
       const size_t n = read.size();
-      if (raw.size() < n * size_t(info.sample_bytes())) raw.resize(n * size_t(info.sample_bytes()));
       job->result.labels.resize(n);
-      ds_.read(read, raw.data(), job->result.labels.data(), ds_.has_boxes() ? &job->result.boxes : nullptr);
+      BoxList* boxes = ds_.has_boxes() ? &job->result.boxes : nullptr;
+      if (info.jpeg) {  // decoded by the augmentation stage
+        ds_.read_encoded(read, job->encoded, job->result.labels.data(), boxes);
+      } else {
+        if (raw.size() < n * size_t(info.sample_bytes())) raw.resize(n * size_t(info.sample_bytes()));
+        ds_.read(read, raw.data(), job->result.labels.data(), boxes);
+      }
       job->result.labels.resize(job->indices.size());
     } catch (...) {
       job->error = std::current_exception();
@@ -113,6 +122,7 @@ void Prefetcher::augment_loop() {
       try {
         const DatasetInfo& info = ds_.info();
         const int64_t n = int64_t(job->indices.size());
+        decode_or_crop(*job);
         if (composes(*job)) compose_detection(*job);
         if (info.has_boxes && job->augment)
           move_boxes(job->result.boxes, draw_crop_flip(job->indices, true, job->aug, job->seed),
@@ -145,6 +155,26 @@ void Prefetcher::augment_loop() {
 
 bool Prefetcher::composes(const Job& job) const {
   return job.augment && job.aug.detection && ds_.has_boxes();
+}
+
+const std::vector<int64_t>& Prefetcher::read_list(const Job& job) const {
+  return composes(job) ? job.reads.read : job.indices;
+}
+
+// The stage's first step: a JPEG batch is decoded into job.raw (uint8 C × H × W, as a raw dataset reads);
+// RandomResizedCrop, when asked for, is drawn while decoding or applied to the read pixels.
+void Prefetcher::decode_or_crop(Job& job) {
+  const DatasetInfo& info = ds_.info();
+  const bool resized_crop = job.augment && job.aug.resized_crop;
+  const std::vector<int64_t>& read = read_list(job);
+  if (info.jpeg) {
+    const size_t bytes = read.size() * size_t(info.sample_bytes());
+    if (job.raw.size() < bytes) job.raw.resize(bytes);
+    decode_batch(job.encoded, read, info, resized_crop, job.seed, job.raw.data(), decode_threads_);
+    job.encoded = EncodedImages();
+  } else if (resized_crop) {
+    resized_crop_batch(job.raw.data(), read, info, job.seed, threads_);
+  }
 }
 
 // Replaces the read samples (the batch's, then its mosaics' partners) by the batch's composed samples and

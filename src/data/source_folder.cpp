@@ -1,6 +1,10 @@
 // ImageFolder: root/<class>/<file>. Classes = sorted sub-folders, files sorted within each class, so the
-// sample order (and each rank's shards) is the same on every rank without communication.
+// sample order (and each rank's shards) is the same on every rank without communication. With JPEG storage
+// each image is kept whole as a JPEG file at its stored size (docs/dataset-format.md, "JPEG storage").
+#include <turbojpeg.h>
+
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "data/image.hpp"
@@ -18,9 +22,15 @@ bool is_image(const fs::path& p) {
   return e == ".jpg" || e == ".jpeg" || e == ".png";
 }
 
+bool is_jpeg(const std::string& path) {
+  const std::string e = fs::path(path).extension().string();
+  return e.size() >= 4 && (e[1] == 'j' || e[1] == 'J');
+}
+
 class FolderSource : public SampleSource {
  public:
-  FolderSource(const std::string& root, int size, int channels) : size_(size) {
+  FolderSource(const std::string& root, int size, int channels, const FolderStorage& storage)
+      : size_(size), storage_(storage) {
     HT_CHECK(size > 0, "--size must be positive, got ", size);
     HT_CHECK(channels == 1 || channels == 3, "--channels must be 1 or 3, got ", channels);
     check_sample_shape("--size " + std::to_string(size), channels, size, size);
@@ -47,6 +57,16 @@ class FolderSource : public SampleSource {
     meta.num_classes = int(classes.size());
     meta.class_names = classes;
     meta.source = "folder: " + root + " (shorter side resized to " + std::to_string(size) + ", centre crop)";
+    if (storage.jpeg) {
+      HT_CHECK(storage.quality >= 1 && storage.quality <= 100, "--quality must be 1..100, got ", storage.quality);
+      if (storage_.stored_size == 0) storage_.stored_size = int(std::lround(size * 256.0 / 224.0));
+      HT_CHECK(storage_.stored_size >= size, "--stored-size ", storage_.stored_size, " is smaller than --size ", size,
+               ": the stored images must cover the batches' size");
+      meta.jpeg = true;
+      meta.source = "folder: " + root + " (JPEG, shorter side at most " + std::to_string(storage_.stored_size) +
+                    ", quality " + std::to_string(storage.quality) + "; decoded to " + std::to_string(size) + "x" +
+                    std::to_string(size) + ")";
+    }
   }
   int64_t size() const override { return int64_t(files_.size()); }
   void get(int64_t i, uint8_t* image, int32_t* label) const override {
@@ -54,17 +74,44 @@ class FolderSource : public SampleSource {
     resize_center_crop(img, size_, image);
     *label = labels_[i];
   }
+  void get_encoded(int64_t i, std::vector<uint8_t>& jpeg, uint8_t* image, int32_t* label) const override {
+    const std::string& path = files_[size_t(i)];
+    std::vector<uint8_t> file = read_whole_file(path);
+    Image img;
+    if (is_jpeg(path)) {
+      const JpegHeader hdr = read_jpeg_header(file.data(), file.size(), path);
+      const bool colours_fit = meta.channels == 3 ? hdr.colorspace == TJCS_YCbCr : hdr.colorspace == TJCS_GRAY;
+      if (colours_fit && std::min(hdr.width, hdr.height) <= storage_.stored_size) jpeg = std::move(file);
+      else img = decode_jpeg_bytes(file.data(), file.size(), meta.channels, path);
+    } else {
+      img = decode_png(path, meta.channels);
+    }
+    if (jpeg.empty()) {
+      const int shorter = std::min(img.width, img.height);
+      if (shorter > storage_.stored_size) {
+        const double s = double(storage_.stored_size) / shorter;
+        img = resize_bilinear(img, std::max(1, int(std::lround(img.height * s))),
+                              std::max(1, int(std::lround(img.width * s))));
+      }
+      jpeg = encode_jpeg(img, storage_.quality);
+    }
+    // The statistics come from the stored bytes, decoded as the reader decodes them for evaluation.
+    decode_sample(jpeg.data(), jpeg.size(), meta.channels, size_, size_, false, 0, i, path, image);
+    *label = labels_[size_t(i)];
+  }
   const std::string& file(int64_t i) const { return files_[i]; }
 
  private:
   int size_;
+  FolderStorage storage_;
   std::vector<std::string> files_;
   std::vector<int32_t> labels_;
 };
 }  // namespace
 
-std::unique_ptr<SampleSource> open_folder(const std::string& root, int size, int channels) {
-  return std::make_unique<FolderSource>(root, size, channels);
+std::unique_ptr<SampleSource> open_folder(const std::string& root, int size, int channels,
+                                          const FolderStorage& storage) {
+  return std::make_unique<FolderSource>(root, size, channels, storage);
 }
 
 }  // namespace hetrain::data

@@ -104,19 +104,23 @@ FileWriter::FileWriter(const std::string& path, int64_t n, const DatasetMeta& me
   if (!file_.valid()) release_temp(temp_slot_);  // the destructor does not run when the constructor throws
   HT_CHECK(file_.valid(), tmp_, ": cannot create file: ", h5::last_error());
 
-  const int64_t sample_bytes = int64_t(meta.channels) * meta.height * meta.width;
-  hsize_t chunk_n = std::min<int64_t>(n, opt.chunk_samples > 0 ? opt.chunk_samples : auto_chunk_samples(sample_bytes));
-  hsize_t dims[4] = {hsize_t(n), hsize_t(meta.channels), hsize_t(meta.height), hsize_t(meta.width)};
-  hsize_t chunk[4] = {chunk_n, dims[1], dims[2], dims[3]};
-  h5::Id space(H5Screate_simple(4, dims, nullptr));
-  h5::Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
-  H5Pset_chunk(dcpl, 4, chunk);
-  if (opt.gzip_level > 0) {
-    H5Pset_shuffle(dcpl);  // no effect on uint8 pixels but harmless; helps if the type ever widens
-    H5Pset_deflate(dcpl, opt.gzip_level);
+  if (meta.jpeg) {
+    create_jpeg();
+  } else {
+    const int64_t sample_bytes = int64_t(meta.channels) * meta.height * meta.width;
+    hsize_t chunk_n = std::min<int64_t>(n, opt.chunk_samples > 0 ? opt.chunk_samples : auto_chunk_samples(sample_bytes));
+    hsize_t dims[4] = {hsize_t(n), hsize_t(meta.channels), hsize_t(meta.height), hsize_t(meta.width)};
+    hsize_t chunk[4] = {chunk_n, dims[1], dims[2], dims[3]};
+    h5::Id space(H5Screate_simple(4, dims, nullptr));
+    h5::Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_chunk(dcpl, 4, chunk);
+    if (opt.gzip_level > 0) {
+      H5Pset_shuffle(dcpl);  // no effect on uint8 pixels but harmless; helps if the type ever widens
+      H5Pset_deflate(dcpl, opt.gzip_level);
+    }
+    images_ = h5::Id(H5Dcreate2(file_, "images", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+    HT_CHECK(images_.valid(), tmp_, ": cannot create /images: ", h5::last_error());
   }
-  images_ = h5::Id(H5Dcreate2(file_, "images", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
-  HT_CHECK(images_.valid(), tmp_, ": cannot create /images: ", h5::last_error());
 
   hsize_t ldim = n, lchunk = std::min<hsize_t>(n, 16384);
   h5::Id lspace(H5Screate_simple(1, &ldim, nullptr));
@@ -141,6 +145,17 @@ void FileWriter::create_boxes(const WriteOptions& opt) {
   HT_CHECK(boxes_.valid(), tmp_, ": cannot create /boxes: ", h5::last_error());
 }
 
+// /jpeg grows with every block of encoded samples (their sizes are not known in advance): extendible, chunks
+// of 1 MiB, never compressed (JPEG bytes do not deflate).
+void FileWriter::create_jpeg() {
+  hsize_t dims = 0, maxdims = H5S_UNLIMITED, chunk = 1 << 20;
+  h5::Id space(H5Screate_simple(1, &dims, &maxdims));
+  h5::Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  H5Pset_chunk(dcpl, 1, &chunk);
+  jpeg_ = h5::Id(H5Dcreate2(file_, "jpeg", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+  HT_CHECK(jpeg_.valid(), tmp_, ": cannot create /jpeg: ", h5::last_error());
+}
+
 void FileWriter::append_boxes(const BoxList& boxes, int64_t count) {
   const int64_t m = boxes.offsets[count] - boxes.offsets[0], at = box_offsets_.back();
   for (int64_t i = 0; i < count; ++i) box_offsets_.push_back(at + boxes.offsets[i + 1] - boxes.offsets[0]);
@@ -162,6 +177,7 @@ FileWriter::~FileWriter() {
     boxes_.reset();
     labels_.reset();
     images_.reset();
+    jpeg_.reset();
     file_.reset();
   }
   std::remove(tmp_.c_str());
@@ -176,6 +192,31 @@ void FileWriter::append(const uint8_t* images, const int32_t* labels, int64_t co
   if (origins) origins_.insert(origins_.end(), origins, origins + count);
   HT_CHECK(meta_.has_boxes == (boxes != nullptr), path_, meta_.has_boxes ? ": a detection dataset needs boxes"
                                                                          : ": boxes given for a classification dataset");
+  HT_CHECK(!meta_.jpeg, path_, ": a JPEG dataset takes encoded samples (append_encoded)");
+  account(images, labels, count);
+  if (boxes) {  // checked before anything is written: a bad box leaves the file as it was
+    HT_CHECK(boxes->samples() == count, path_, ": boxes of ", boxes->samples(), " samples appended with ", count,
+             " images");
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t r = boxes->offsets[i]; r < boxes->offsets[i + 1]; ++r) {
+        const std::string why = box_problem(boxes->box(r), meta_.num_classes);
+        HT_CHECK(why.empty(), path_, ": sample ", written_ + i, ": box ", r - boxes->offsets[i], " ", why);
+      }
+  }
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  hsize_t start[4] = {hsize_t(written_), 0, 0, 0};
+  hsize_t cnt[4] = {hsize_t(count), hsize_t(meta_.channels), hsize_t(meta_.height), hsize_t(meta_.width)};
+  h5::Id fspace(H5Dget_space(images_));
+  H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, cnt, nullptr);
+  h5::Id mspace(H5Screate_simple(4, cnt, nullptr));
+  HT_CHECK(H5Dwrite(images_, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, images) >= 0, tmp_,
+           ": cannot write images: ", h5::last_error());
+  write_labels(labels, count);
+  if (boxes) append_boxes(*boxes, count);
+  written_ += count;
+}
+
+void FileWriter::account(const uint8_t* images, const int32_t* labels, int64_t count) {
   const int C = meta_.channels;
   const int64_t plane = int64_t(meta_.height) * meta_.width;
   for (int64_t i = 0; i < count; ++i) {
@@ -190,29 +231,37 @@ void FileWriter::append(const uint8_t* images, const int32_t* labels, int64_t co
       sumsq_[c] += double(s2) / (255.0 * 255.0);
     }
   }
-  if (boxes) {  // checked before anything is written: a bad box leaves the file as it was
-    HT_CHECK(boxes->samples() == count, path_, ": boxes of ", boxes->samples(), " samples appended with ", count,
-             " images");
-    for (int64_t i = 0; i < count; ++i)
-      for (int64_t r = boxes->offsets[i]; r < boxes->offsets[i + 1]; ++r) {
-        const std::string why = box_problem(boxes->box(r), meta_.num_classes);
-        HT_CHECK(why.empty(), path_, ": sample ", written_ + i, ": box ", r - boxes->offsets[i], " ", why);
-      }
-  }
-  std::lock_guard<std::mutex> lock(hdf5_mutex());
-  hsize_t start[4] = {hsize_t(written_), 0, 0, 0};
-  hsize_t cnt[4] = {hsize_t(count), hsize_t(C), hsize_t(meta_.height), hsize_t(meta_.width)};
-  h5::Id fspace(H5Dget_space(images_));
-  H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, cnt, nullptr);
-  h5::Id mspace(H5Screate_simple(4, cnt, nullptr));
-  HT_CHECK(H5Dwrite(images_, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, images) >= 0, tmp_,
-           ": cannot write images: ", h5::last_error());
+}
+
+void FileWriter::write_labels(const int32_t* labels, int64_t count) {
+  hsize_t start = hsize_t(written_), cnt = hsize_t(count);
   h5::Id lfspace(H5Dget_space(labels_));
-  H5Sselect_hyperslab(lfspace, H5S_SELECT_SET, start, nullptr, cnt, nullptr);
-  h5::Id lmspace(H5Screate_simple(1, cnt, nullptr));
+  H5Sselect_hyperslab(lfspace, H5S_SELECT_SET, &start, nullptr, &cnt, nullptr);
+  h5::Id lmspace(H5Screate_simple(1, &cnt, nullptr));
   HT_CHECK(H5Dwrite(labels_, H5T_NATIVE_INT32, lmspace, lfspace, H5P_DEFAULT, labels) >= 0, tmp_,
            ": cannot write labels: ", h5::last_error());
-  if (boxes) append_boxes(*boxes, count);
+}
+
+void FileWriter::append_encoded(const EncodedImages& encoded, const uint8_t* images, const int32_t* labels,
+                                int64_t count) {
+  HT_CHECK(meta_.jpeg, path_, ": encoded samples given for a dataset of raw pixels");
+  HT_CHECK(!finished_ && written_ + count <= n_, path_, ": more samples appended than the ", n_, " announced");
+  HT_CHECK(encoded.samples() == count, path_, ": ", encoded.samples(), " encoded samples appended with ", count,
+           " labels");
+  account(images, labels, count);
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  const hsize_t at = hsize_t(jpeg_offsets_.back()), bytes = hsize_t(encoded.offsets[size_t(count)]);
+  if (bytes > 0) {
+    const hsize_t size = at + bytes;
+    HT_CHECK(H5Dset_extent(jpeg_, &size) >= 0, tmp_, ": cannot extend /jpeg: ", h5::last_error());
+    h5::Id fspace(H5Dget_space(jpeg_));
+    H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &at, nullptr, &bytes, nullptr);
+    h5::Id mspace(H5Screate_simple(1, &bytes, nullptr));
+    HT_CHECK(H5Dwrite(jpeg_, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, encoded.bytes.data()) >= 0, tmp_,
+             ": cannot write JPEG bytes: ", h5::last_error());
+  }
+  for (int64_t i = 1; i <= count; ++i) jpeg_offsets_.push_back(int64_t(at) + encoded.offsets[size_t(i)]);
+  write_labels(labels, count);
   written_ += count;
 }
 
@@ -237,6 +286,7 @@ void write_common_attrs(hid_t file, const DatasetMeta& meta, int64_t num_samples
     h5::write_int_attr(file, "num_boxes", num_boxes, H5T_STD_I64LE);
   }
   if (!meta.category_ids.empty()) h5::write_int_array_attr(file, "category_ids", meta.category_ids);
+  if (meta.jpeg) h5::write_string_attr(file, "storage", "jpeg");
 }
 
 void FileWriter::finish(const std::vector<float>& mean, const std::vector<float>& std, int shard_index,
@@ -265,6 +315,14 @@ void FileWriter::finish(const std::vector<float>& mean, const std::vector<float>
              tmp_, ": cannot write /image_ids and /source_sizes: ", h5::last_error());
   }
   boxes_.reset();
+  if (meta_.jpeg) {
+    hsize_t n1 = hsize_t(jpeg_offsets_.size());
+    h5::Id space(H5Screate_simple(1, &n1, nullptr));
+    h5::Id d(H5Dcreate2(file_, "jpeg_offsets", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    HT_CHECK(d.valid() && H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, jpeg_offsets_.data()) >= 0,
+             tmp_, ": cannot write /jpeg_offsets: ", h5::last_error());
+  }
+  jpeg_.reset();
   if (shard_index >= 0) {
     h5::write_int_attr(file_, "shard_index", shard_index);
     h5::write_int_attr(file_, "shard_count", shard_count);

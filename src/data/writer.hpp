@@ -29,6 +29,9 @@ struct DatasetMeta {
   // its detections back to. category_ids (an attribute when given): the source's id of each class.
   bool has_origins = false;
   std::vector<int64_t> category_ids;
+  // JPEG storage (storage = "jpeg"): /jpeg and /jpeg_offsets instead of /images; channels, height and width
+  // are the shape batches are decoded to.
+  bool jpeg = false;
 };
 
 // Where a packed image came from: its id and its size before letterboxing (docs/dataset-format.md).
@@ -61,7 +64,11 @@ class FileWriter {
   // Datasets with origins (meta.has_origins) also take each sample's SampleOrigin.
   void append(const uint8_t* images, const int32_t* labels, int64_t count, const BoxList* boxes = nullptr,
               const SampleOrigin* origins = nullptr);
+  // JPEG datasets (meta.jpeg): the `count` samples' JPEG files `encoded` instead of pixels; `images` are the
+  // same samples decoded as the reader decodes them for evaluation (C × H × W each), for the statistics.
+  void append_encoded(const EncodedImages& encoded, const uint8_t* images, const int32_t* labels, int64_t count);
   int64_t written() const { return written_; }
+  int64_t encoded_bytes() const { return jpeg_offsets_.back(); }
   int64_t boxes_written() const { return box_offsets_.back(); }
   // Per-channel Σx and Σx² on the [0,1] scale over everything appended, and the class histogram.
   const std::vector<double>& sum() const { return sum_; }
@@ -78,14 +85,19 @@ class FileWriter {
   std::string path_, tmp_;
   DatasetMeta meta_;
   int64_t n_, written_ = 0;
-  h5::Id file_, images_, labels_, boxes_;
+  h5::Id file_, images_, labels_, boxes_, jpeg_;
   std::vector<int64_t> box_offsets_{0};  // [written + 1]; /box_offsets is written by finish()
+  std::vector<int64_t> jpeg_offsets_{0};  // [written + 1]; /jpeg_offsets is written by finish()
   std::vector<SampleOrigin> origins_;    // /image_ids and /source_sizes, written by finish()
   std::vector<double> sum_, sumsq_;
   std::vector<int64_t> hist_;
   bool finished_ = false, committed_ = false;
   int temp_slot_ = -1;  // registration of tmp_ for removal on a signal
   void create_boxes(const WriteOptions& opt);
+  void create_jpeg();
+  // Checks the labels and adds the samples to the class histogram and pixel statistics.
+  void account(const uint8_t* images, const int32_t* labels, int64_t count);
+  void write_labels(const int32_t* labels, int64_t count);  // caller holds the HDF5 mutex
   void append_boxes(const BoxList& boxes, int64_t count);  // caller holds the HDF5 mutex
 };
 

@@ -14,7 +14,7 @@ class DatasetSource : public BatchSource {
  public:
   DatasetSource(std::unique_ptr<data::Dataset> dataset, const SourceOptions& options)
       : dataset_(std::move(dataset)),
-        prefetcher_(*dataset_, options.prefetch_depth, options.threads),
+        prefetcher_(*dataset_, options.prefetch_depth, options.threads, options.decode_threads),
         augment_(options.augment) {}
   const data::DatasetInfo& info() const override { return dataset_->info(); }
   void submit(std::vector<int64_t> indices, bool augment, uint64_t aug_seed, data::BatchForm form) override {
@@ -76,6 +76,7 @@ class SyntheticSource : public BatchSource {
                " out of range");
       generator_->get(first_ + req.indices[i], images.data() + i * bytes, &batch.labels[i]);
     }
+    if (req.augment && augment_.resized_crop) data::resized_crop_batch(images.data(), req.indices, info_, req.seed, threads_);
     if (req.form == data::BatchForm::Raw) {
       batch.raw = std::move(images);
       batch.crop_flip = data::draw_crop_flip(req.indices, req.augment, augment_, req.seed);

@@ -35,6 +35,7 @@ class BatchSource {
 struct SourceOptions {
   int prefetch_depth = 2;
   int threads = 1;
+  int decode_threads = 0;  // JPEG datasets: threads that decode a batch (0 = threads)
   data::AugmentConfig augment;
 };
 

@@ -14,7 +14,7 @@ std::string TrainConfig::canonical() const {
   // Everything that changes the math or the sample order. Output paths and verbosity may differ per rank.
   os << "data=" << data_path << "\nval=" << val_path << "\nsynthetic=" << synthetic
      << "\nsynthetic_val=" << synthetic_val << "\nsynthetic_shape=" << list(synthetic_shape)
-     << "\nsynthetic_classes=" << synthetic_classes << "\naugment=" << augment << "\nno_augment=" << no_augment
+     << "\nsynthetic_classes=" << synthetic_classes << "\naugment=" << augment << "\nresized_crop=" << resized_crop << "\nno_augment=" << no_augment
      << "\ndetect_augment=" << detect_augment.describe() << "\nprefetch=" << prefetch_depth << "\ncache=" << node_cache
      << "\nval_every_samples=" << val_every_samples << "\nlast_batch=" << last_batch << "\nmodel=" << model << "\nglobal_batch=" << global_batch << "\naccumulate=" << accumulate
      << "\nepochs=" << epochs << "\nmax_steps=" << max_steps << "\nstop_at_step=" << stop_at_step << "\nlr=" << lr << "\nlinear_scaling=" << linear_scaling

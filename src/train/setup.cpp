@@ -191,6 +191,8 @@ Mode check_options(const TrainConfig& cfg, int ranks) {
            cfg.accumulate);
   HT_CHECK(cfg.epochs >= 1, "--epochs must be at least 1, got ", cfg.epochs);
   HT_CHECK(cfg.prefetch_depth >= 1, "--prefetch must be at least 1, got ", cfg.prefetch_depth);
+  HT_CHECK(cfg.decode_threads >= 0, "--decode-threads must be at least 1 (0: as many as --threads), got ",
+           cfg.decode_threads);
   HT_CHECK(cfg.label_smoothing >= 0 && cfg.label_smoothing < 1, "--label-smoothing must be in [0, 1), got ",
            cfg.label_smoothing);
   HT_CHECK(cfg.last_batch == "drop" || cfg.last_batch == "partial", "--last-batch must be drop or partial, got '",
@@ -269,7 +271,9 @@ void open_data(const TrainConfig& cfg, int ranks, Setup& s) {
   SourceOptions so;
   so.prefetch_depth = cfg.prefetch_depth;
   so.threads = cfg.threads;
-  so.augment.random_crop = so.augment.hflip = cfg.augment;
+  so.decode_threads = cfg.decode_threads;
+  so.augment.random_crop = so.augment.hflip = cfg.augment && !cfg.resized_crop;
+  so.augment.resized_crop = cfg.resized_crop;
   if (cfg.synthetic > 0) {
     HT_CHECK(cfg.synthetic_shape.size() == 3, "--synthetic-shape needs C,H,W");
     data::check_sample_shape("--synthetic-shape", cfg.synthetic_shape[0], cfg.synthetic_shape[1],
@@ -288,6 +292,12 @@ void open_data(const TrainConfig& cfg, int ranks, Setup& s) {
     s.val = open_dataset_source(cfg.val_path, vo);
   }
   const auto& info = s.train->info();
+  if (info.jpeg || (s.val && s.val->info().jpeg)) {
+    const int threads = cfg.decode_threads > 0 ? cfg.decode_threads : cfg.threads;
+    s.notes.push_back("data: JPEG storage, decoded to " + std::to_string(info.height) + "x" + std::to_string(info.width) +
+                      " on " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
+                      " per rank (--decode-threads); evaluation: shorter side to 256/224 of that, centre crop");
+  }
   if (s.val) {
     const auto& v = s.val->info();
     HT_CHECK(v.channels == info.channels && v.height == info.height && v.width == info.width &&
@@ -340,10 +350,17 @@ void build_model(const TrainConfig& cfg, Setup& s) {
     s.train->set_augmentation(aug);
     s.notes.push_back("augmentation: " + cfg.detect_augment.describe() + " (YOLOv5's recipe; --no-augment turns it off)");
   } else if (!s.model->detect_head()) {
+    if (s.augment && cfg.resized_crop) {
+      const auto& info = s.train->info();
+      s.notes.push_back("augmentation: RandomResizedCrop (8-100 % of the area, ratio 3/4-4/3) to " +
+                        std::to_string(info.height) + "x" + std::to_string(info.width) + " and a flip (--augment rrc)");
+    }
     HT_CHECK(!detect_options_given,
              "--mosaic, --affine-*, --hsv-* and --fliplr augment detectors, and model ", cfg.model,
              " is a classifier: drop them (--augment crops and flips a classifier's images)");
   }
+  HT_CHECK(!(s.model->detect_head() && cfg.resized_crop), "--augment rrc is a classifier's recipe, and model ",
+           cfg.model, " is a detector (augmented by --mosaic, --affine-*, --hsv-* and --fliplr): drop it");
   if (s.model->detect_head()) {
     s.detection = std::make_unique<DetectionLoss>(*s.model->detect_head(), cfg.label_smoothing);
     for (BatchSource* src : {s.train.get(), s.val.get()})
