@@ -4,14 +4,14 @@
 # the machine may be shared. See bench/README.md.
 #
 #   bench/run.sh [train] [reader] [hetero] [checkpoint] [modes] [overlap] [stragglers] [detect] [detect_hetero]
-#                [balance_sim] [bn_modes] [detect_recipe]   default: all twelve
+#                [balance_sim] [bn_modes] [detect_recipe] [jpeg]   default: all thirteen
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
 BIN=build/bin
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 CORES=$(getconf _NPROCESSORS_ONLN)
-SECTIONS=${*:-train reader hetero checkpoint modes overlap stragglers detect detect_hetero balance_sim bn_modes detect_recipe}
+SECTIONS=${*:-train reader hetero checkpoint modes overlap stragglers detect detect_hetero balance_sim bn_modes detect_recipe jpeg}
 TMP=$(mktemp -d /tmp/hetrain-bench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -220,7 +220,8 @@ for s in $SECTIONS; do
     balance_sim) balance_sim ;;
     bn_modes) echo; bench/bn_modes.sh ;;
     detect_recipe) echo; bench/detect_recipe.sh ;;
-    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint, modes, overlap, stragglers, detect, detect_hetero, balance_sim, bn_modes, detect_recipe)" >&2; exit 2 ;;
+    jpeg) echo; bench/jpeg_data.sh ;;
+    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint, modes, overlap, stragglers, detect, detect_hetero, balance_sim, bn_modes, detect_recipe, jpeg)" >&2; exit 2 ;;
   esac
 done
 exit 0

@@ -19,7 +19,7 @@ Prefetcher::Prefetcher(Dataset& ds, int depth, int augment_threads, int decode_t
     : ds_(ds), depth_(depth), threads_(augment_threads), decode_threads_(decode_threads > 0 ? decode_threads : augment_threads) {
   HT_CHECK(depth >= 1, "prefetch depth must be at least 1, got ", depth);
   HT_CHECK(augment_threads >= 1, "augmentation threads must be at least 1, got ", augment_threads);
-  HT_CHECK(decode_threads >= 0, "decode threads must be at least 1 (0: as many as augmentation threads), got ",
+  HT_CHECK(decode_threads >= 0, "decode threads must not be negative (0: as many as augmentation threads), got ",
            decode_threads);
   reader_ = std::thread([this] { read_loop(); });
   augmenter_ = std::thread([this] { augment_loop(); });

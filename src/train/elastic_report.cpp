@@ -143,11 +143,16 @@ void ElasticReport::print_line(int64_t position, double seconds, const ElasticRe
   char acc[24] = "";  // a detector is scored by mAP, not accuracy
   if (!s_.detection) std::snprintf(acc, sizeof acc, "  acc %6.2f%%", 100.0 * rec.accuracy);
   const int64_t per_epoch = s_.train->info().num_samples;
+  // As the synchronous line does: a reader that cannot keep up says so (rank 0's window).
+  const double busy = std::max(1e-9, compute_ + wait_ + comm_);
+  char reader[96] = "";
+  if (wait_ / busy > 0.02)
+    std::snprintf(reader, sizeof reader, "  reader-bound: data wait %.0f%% (--decode-threads)", 100.0 * wait_ / busy);
   std::printf("samples %lld/%lld  epoch %.2f/%d  loss %.4f%s  lr %.4g  %8.1f samples/s (all ranks)%s"
-              "  staleness %.2f  compute %.0f%%\n",
+              "  staleness %.2f  compute %.0f%%%s\n",
               (long long)position, (long long)total_samples_, double(position) / double(per_epoch), cfg_.epochs,
               rec.loss, acc, lr_, rate, groups.c_str(), pushes > 0 ? staleness / pushes : 0.0,
-              100.0 * compute_ / std::max(1e-9, compute_ + wait_ + comm_));
+              100.0 * compute_ / busy, reader);
   std::fflush(stdout);
 }
 

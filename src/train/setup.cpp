@@ -191,7 +191,7 @@ Mode check_options(const TrainConfig& cfg, int ranks) {
            cfg.accumulate);
   HT_CHECK(cfg.epochs >= 1, "--epochs must be at least 1, got ", cfg.epochs);
   HT_CHECK(cfg.prefetch_depth >= 1, "--prefetch must be at least 1, got ", cfg.prefetch_depth);
-  HT_CHECK(cfg.decode_threads >= 0, "--decode-threads must be at least 1 (0: as many as --threads), got ",
+  HT_CHECK(cfg.decode_threads >= 0, "--decode-threads must not be negative (0: as many as --threads), got ",
            cfg.decode_threads);
   HT_CHECK(cfg.label_smoothing >= 0 && cfg.label_smoothing < 1, "--label-smoothing must be in [0, 1), got ",
            cfg.label_smoothing);

@@ -13,6 +13,8 @@ namespace {
 
 // A loss that sits at ln K this many logged steps in a row is the model not learning.
 constexpr int64_t kChanceSteps = 100;
+// Data wait above this share of the step time marks a progress line reader-bound.
+constexpr double kReaderBound = 0.02;
 
 std::string join(const std::vector<int64_t>& v) {
   std::ostringstream os;
@@ -80,6 +82,14 @@ void SyncReport::add(double loss_sum, double correct, double count) {
 }
 
 void SyncReport::step(const StepRecord& rec, TrainResult& result, bool stopping) {
+  double wait = 0;
+  for (const StepTimes& t : rec.ranks) wait = std::max(wait, t.wait);
+  if (first_step_done_) {
+    run_wait_ += wait;
+    run_time_ += rec.step_seconds;
+  }
+  first_step_done_ = true;
+  wait_sum_ += wait;
   eff_sum_ += rec.balance_efficiency();
   time_sum_ += rec.step_seconds;
   samples_sum_ += rec.global_batch();
@@ -90,18 +100,24 @@ void SyncReport::step(const StepRecord& rec, TrainResult& result, bool stopping)
   result.final_loss = loss_sum_ / std::max(1.0, count_);
   const double step_s = time_sum_ / std::max<int64_t>(1, window_steps_);
   const int64_t spe = s_.plan->steps_per_epoch();
+  // A reader that cannot keep up says so on the line: the fix is more decode or CPU threads, not the balancer.
+  char reader[96] = "";
+  const double wait_share = wait_sum_ / std::max(1e-9, time_sum_);
+  if (wait_share > kReaderBound)
+    std::snprintf(reader, sizeof reader, "  reader-bound: data wait %.0f%% of the step (--decode-threads)",
+                  100.0 * wait_share);
   if (!cfg_.quiet)
     std::printf("step %lld/%lld  epoch %.2f/%lld  loss %.4f%s  lr %.4g  %8.1f samples/s  balance %5.1f%%"
-                "  ETA %s\n",
+                "  ETA %s%s\n",
                 (long long)rec.step + 1, (long long)s_.total_steps, double(rec.step + 1) / double(spe),
                 (long long)((s_.total_steps + spe - 1) / spe), result.final_loss,
                 accuracy_text(correct_ / std::max(1.0, count_)).c_str(), rec.lr,
                 time_sum_ > 0 ? samples_sum_ / time_sum_ : 0.0, 100.0 * eff_sum_ / window_steps_,
-                duration_text(step_s * double(s_.total_steps - rec.step - 1)).c_str());
+                duration_text(step_s * double(s_.total_steps - rec.step - 1)).c_str(), reader);
   if (!s_.detection) warn_if_at_chance(result.final_loss);  // a classifier's chance level is ln(classes)
   std::fflush(stdout);
   loss_sum_ = correct_ = count_ = 0;
-  eff_sum_ = time_sum_ = 0;
+  eff_sum_ = time_sum_ = wait_sum_ = 0;
   samples_sum_ = 0;
   window_steps_ = 0;
 }
@@ -111,6 +127,9 @@ void SyncReport::summary(const TrainResult& result, double timed_seconds, double
   if (world_.size() > 1 && timed_seconds > 0)
     std::printf("gradients: reduction exposed %.1f%% of step time (the rank that waited longest, after the first "
                 "step)\n", 100.0 * timed_exposed / timed_seconds);
+  if (run_time_ > 0)
+    std::printf("data: the reader kept the model waiting %.2f%% of the step time (the rank that waited longest, "
+                "after the first step)\n", 100.0 * run_wait_ / run_time_);
   if (s_.loss_scaler.active())
     std::printf("fp16: %lld step(s) skipped for overflow, loss scale %g\n", (long long)s_.loss_scaler.skipped(),
                 s_.loss_scaler.scale());

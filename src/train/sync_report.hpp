@@ -39,7 +39,10 @@ class SyncReport {
   const dist::World& world_;
   double loss_sum_ = 0, correct_ = 0, count_ = 0;  // the window since the last progress line
   double eff_sum_ = 0, time_sum_ = 0;
+  double wait_sum_ = 0;  // per step, the data wait of the rank that waited longest
   int64_t samples_sum_ = 0, window_steps_ = 0;
+  double run_wait_ = 0, run_time_ = 0;  // the same over the run, after its first step
+  bool first_step_done_ = false;
   int64_t chance_steps_ = 0;  // consecutive logged steps whose loss sat at ln K
   bool chance_warned_ = false;
 };

@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 DIVERGING=(--model lenet --synthetic 8192 --synthetic-shape 1,28,28 --global-batch 64 --epochs 2 --lr 0.3
            --split 16,16,16,16 --log-every 20)
 run_mpi 4 "${DIVERGING[@]}" >"$TMP/chance.out" 2>&1 || { cat "$TMP/chance.out"; fail "the lr 0.3 run failed"; }
-grep -E '^step 40/256  epoch 0\.31/2  loss [0-9.]+  acc +[0-9.]+%  lr [0-9.e-]+ +[0-9.]+ samples/s  balance +[0-9.]+%  ETA [0-9hms]+$' \
+grep -E '^step 40/256  epoch 0\.31/2  loss [0-9.]+  acc +[0-9.]+%  lr [0-9.e-]+ +[0-9.]+ samples/s  balance +[0-9.]+%  ETA [0-9hms]+(  reader-bound: data wait [0-9]+% of the step \(--decode-threads\))?$' \
   "$TMP/chance.out" >/dev/null || { grep '^step' "$TMP/chance.out" | head -3; fail "unexpected progress line"; }
 [ "$(grep -c '^warning: the training loss has stayed at chance level (ln 10 = 2.303)' "$TMP/chance.out")" -eq 1 ] \
   || { grep '^step' "$TMP/chance.out"; fail "no single chance-level warning for a run stuck at ln 10"; }
