@@ -2,7 +2,7 @@
 //
 //   hetrain-pack idx --images I.gz --labels L.gz -o train.h5
 //   hetrain-pack cifar data_batch_*.bin -o cifar10.h5 --val-fraction 0.1 --val-output val.h5
-//   mpirun -n 8 hetrain-pack folder --root imagenet/train --size 224 --shards 256 -o train.h5
+//   mpirun -n 8 hetrain-pack folder --root imagenet/train --size 224 --store jpeg --shards 256 -o train.h5
 //   hetrain-pack synthetic --count 10000 --size 32 --channels 3 --classes 10 -o synth.h5
 //   hetrain-pack detect-synthetic --split train --count 20000 --size 320 -o det-train.h5   (docs/detection.md)
 //   hetrain-pack coco --images train2017 --annotations instances_train2017.json --size 640 -o coco.h5

@@ -31,7 +31,7 @@ std::string jpeg_storage_of(const data::DatasetInfo& info) {
   }
   const double per_image = bytes / double(info.num_samples);
   char text[160];
-  std::snprintf(text, sizeof text, "JPEG, %.1f KB per image on average (raw %dx%dx%d: %.1f KB, %.1fx more)",
+  std::snprintf(text, sizeof text, "JPEG, %.1f KB per image on average; raw %dx%dx%d pixels: %.1f KB (raw/JPEG %.2f)",
                 per_image / 1e3, info.channels, info.height, info.width, double(info.sample_bytes()) / 1e3,
                 double(info.sample_bytes()) / per_image);
   return text;

@@ -84,12 +84,13 @@ void SyncReport::add(double loss_sum, double correct, double count) {
 void SyncReport::step(const StepRecord& rec, TrainResult& result, bool stopping) {
   double wait = 0;
   for (const StepTimes& t : rec.ranks) wait = std::max(wait, t.wait);
-  if (first_step_done_) {
+  if (first_step_done_) {  // the first step waits for the pipeline to fill: not the reader's pace
     run_wait_ += wait;
     run_time_ += rec.step_seconds;
+    wait_sum_ += wait;
+    wait_time_ += rec.step_seconds;
   }
   first_step_done_ = true;
-  wait_sum_ += wait;
   eff_sum_ += rec.balance_efficiency();
   time_sum_ += rec.step_seconds;
   samples_sum_ += rec.global_batch();
@@ -102,7 +103,7 @@ void SyncReport::step(const StepRecord& rec, TrainResult& result, bool stopping)
   const int64_t spe = s_.plan->steps_per_epoch();
   // A reader that cannot keep up says so on the line: the fix is more decode or CPU threads, not the balancer.
   char reader[96] = "";
-  const double wait_share = wait_sum_ / std::max(1e-9, time_sum_);
+  const double wait_share = wait_sum_ / std::max(1e-9, wait_time_);
   if (wait_share > kReaderBound)
     std::snprintf(reader, sizeof reader, "  reader-bound: data wait %.0f%% of the step (--decode-threads)",
                   100.0 * wait_share);
@@ -117,7 +118,7 @@ void SyncReport::step(const StepRecord& rec, TrainResult& result, bool stopping)
   if (!s_.detection) warn_if_at_chance(result.final_loss);  // a classifier's chance level is ln(classes)
   std::fflush(stdout);
   loss_sum_ = correct_ = count_ = 0;
-  eff_sum_ = time_sum_ = wait_sum_ = 0;
+  eff_sum_ = time_sum_ = wait_sum_ = wait_time_ = 0;
   samples_sum_ = 0;
   window_steps_ = 0;
 }

@@ -39,7 +39,8 @@ class SyncReport {
   const dist::World& world_;
   double loss_sum_ = 0, correct_ = 0, count_ = 0;  // the window since the last progress line
   double eff_sum_ = 0, time_sum_ = 0;
-  double wait_sum_ = 0;  // per step, the data wait of the rank that waited longest
+  double wait_sum_ = 0, wait_time_ = 0;  // per step, the data wait of the rank that waited longest, and the
+                                         // steps' time (both without the run's first step)
   int64_t samples_sum_ = 0, window_steps_ = 0;
   double run_wait_ = 0, run_time_ = 0;  // the same over the run, after its first step
   bool first_step_done_ = false;
