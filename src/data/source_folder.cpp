@@ -23,8 +23,9 @@ bool is_image(const fs::path& p) {
 }
 
 bool is_jpeg(const std::string& path) {
-  const std::string e = fs::path(path).extension().string();
-  return e.size() >= 4 && (e[1] == 'j' || e[1] == 'J');
+  std::string e = fs::path(path).extension().string();
+  for (auto& ch : e) ch = char(std::tolower(ch));
+  return e == ".jpg" || e == ".jpeg";
 }
 
 class FolderSource : public SampleSource {
@@ -78,15 +79,17 @@ class FolderSource : public SampleSource {
     const std::string& path = files_[size_t(i)];
     std::vector<uint8_t> file = read_whole_file(path);
     Image img;
+    bool kept = false;
     if (is_jpeg(path)) {
       const JpegHeader hdr = read_jpeg_header(file.data(), file.size(), path);
       const bool colours_fit = meta.channels == 3 ? hdr.colorspace == TJCS_YCbCr : hdr.colorspace == TJCS_GRAY;
-      if (colours_fit && std::min(hdr.width, hdr.height) <= storage_.stored_size) jpeg = std::move(file);
+      kept = colours_fit && std::min(hdr.width, hdr.height) <= storage_.stored_size;
+      if (kept) jpeg = std::move(file);
       else img = decode_jpeg_bytes(file.data(), file.size(), meta.channels, path);
     } else {
       img = decode_png(path, meta.channels);
     }
-    if (jpeg.empty()) {
+    if (!kept) {
       const int shorter = std::min(img.width, img.height);
       if (shorter > storage_.stored_size) {
         const double s = double(storage_.stored_size) / shorter;

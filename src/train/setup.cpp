@@ -343,6 +343,8 @@ void build_model(const TrainConfig& cfg, Setup& s) {
   const bool detect_options_given = d.mosaic != yolov5.mosaic || d.scale != yolov5.scale ||
                                     d.translate != yolov5.translate || d.hsv_h != yolov5.hsv_h ||
                                     d.hsv_s != yolov5.hsv_s || d.hsv_v != yolov5.hsv_v || d.fliplr != yolov5.fliplr;
+  HT_CHECK(!(s.model->detect_head() && cfg.resized_crop), "--augment rrc is a classifier's recipe, and model ",
+           cfg.model, " is a detector (augmented by --mosaic, --affine-*, --hsv-* and --fliplr): drop it");
   if (s.model->detect_head() && s.augment) {
     data::AugmentConfig aug;
     aug.detection = true;
@@ -359,8 +361,6 @@ void build_model(const TrainConfig& cfg, Setup& s) {
              "--mosaic, --affine-*, --hsv-* and --fliplr augment detectors, and model ", cfg.model,
              " is a classifier: drop them (--augment crops and flips a classifier's images)");
   }
-  HT_CHECK(!(s.model->detect_head() && cfg.resized_crop), "--augment rrc is a classifier's recipe, and model ",
-           cfg.model, " is a detector (augmented by --mosaic, --affine-*, --hsv-* and --fliplr): drop it");
   if (s.model->detect_head()) {
     s.detection = std::make_unique<DetectionLoss>(*s.model->detect_head(), cfg.label_smoothing);
     for (BatchSource* src : {s.train.get(), s.val.get()})

@@ -247,3 +247,18 @@ TEST(ResizedCrop, RawSamplesAreCroppedInPlaceKeyedByIndex) {
   resized_crop_batch(b.data(), {6}, info, 5, 1);
   EXPECT_TRUE(std::equal(b.begin(), b.end(), a.begin() + 256));
 }
+
+TEST(JpegStorage, AReusedBufferGetsTheSamplesOwnBytes) {
+  // The packer hands each source the same per-slot buffers block after block.
+  TempDir dir;
+  FolderStorage storage;
+  storage.jpeg = true;
+  auto src = open_folder(jpeg_folder(dir, 2, 48, 48), 32, 3, storage);  // 48 > 37: re-encoded
+  std::vector<uint8_t> reused, fresh, image(3 * 32 * 32);
+  int32_t label = 0;
+  src->get_encoded(0, reused, image.data(), &label);
+  src->get_encoded(3, reused, image.data(), &label);
+  src->get_encoded(3, fresh, image.data(), &label);
+  EXPECT_EQ(reused, fresh);
+  EXPECT_EQ(label, 1);
+}

@@ -72,4 +72,7 @@ done
 run_mpi 1 --model lenet --data "$TMP/cls.h5" --global-batch 8 --device cpu --mosaic 0.5 >"$TMP/o" 2>"$TMP/e" \
   && fail "--mosaic was accepted for a classifier"
 grep -q "model lenet is a classifier: drop them" "$TMP/e" || { cat "$TMP/e"; fail "unclear error for --mosaic on a classifier"; }
+run_mpi 1 "${COMMON[@]/--augment/--augment=rrc}" --epochs 1 >"$TMP/o" 2>"$TMP/e" && fail "--augment rrc was accepted for a detector"
+[ "$(grep -c 'hetrain: error:' "$TMP/e")" -eq 1 ] && grep -q "augment rrc is a classifier's recipe, and model .* is a detector" "$TMP/e" \
+  || { cat "$TMP/e"; fail "unclear error for --augment rrc on a detector"; }
 pass "yolov5n trains on 1 and 2 ranks and in async/hybrid modes, eval reproduces the trainer's mAP ($val), wrong data and augmentation options are refused"
