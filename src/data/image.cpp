@@ -88,8 +88,28 @@ Image decode_jpeg_bytes(const uint8_t* data, size_t size, int channels, const st
   img.channels = channels;
   img.pixels.resize(size_t(img.width) * img.height * channels);
   TjHandle& h = decompressor();
+  const int flags = TJFLAG_ACCURATEDCT | TJFLAG_STOPONWARNING;
+  if (hdr.colorspace == TJCS_CMYK || hdr.colorspace == TJCS_YCCK) {
+    // libjpeg-turbo decodes four-channel JPEGs only to CMYK (a few ImageNet training files are CMYK).
+    // Photo editors write them with inverted ink values, so channel × K / 255 is the light each lets through.
+    std::vector<uint8_t> cmyk(size_t(img.width) * img.height * 4);
+    if (tjDecompress2(h.h, data, (unsigned long)size, cmyk.data(), img.width, 0, img.height, TJPF_CMYK, flags) != 0)
+      HT_THROW(what, ": corrupt or truncated JPEG: ", error_of(h), " (", size, " bytes)");
+    for (size_t p = 0; p < size_t(img.width) * img.height; ++p) {
+      const uint8_t* q = &cmyk[4 * p];
+      const int r = q[0] * q[3] / 255, g = q[1] * q[3] / 255, b = q[2] * q[3] / 255;
+      if (channels == 3) {
+        img.pixels[3 * p] = uint8_t(r);
+        img.pixels[3 * p + 1] = uint8_t(g);
+        img.pixels[3 * p + 2] = uint8_t(b);
+      } else {
+        img.pixels[p] = uint8_t((299 * r + 587 * g + 114 * b + 500) / 1000);  // ITU-R BT.601 luma, as JPEG's
+      }
+    }
+    return img;
+  }
   if (tjDecompress2(h.h, data, (unsigned long)size, img.pixels.data(), img.width, 0, img.height,
-                    channels == 3 ? TJPF_RGB : TJPF_GRAY, TJFLAG_ACCURATEDCT | TJFLAG_STOPONWARNING) != 0)
+                    channels == 3 ? TJPF_RGB : TJPF_GRAY, flags) != 0)
     HT_THROW(what, ": corrupt or truncated JPEG: ", error_of(h), " (", size, " bytes)");
   return img;
 }

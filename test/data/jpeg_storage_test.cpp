@@ -4,6 +4,7 @@
 // as JPEG read back byte for byte and decoded as its statistics say; the prefetcher's decoded batches alike
 // in any thread count.
 #include <gtest/gtest.h>
+#include <turbojpeg.h>
 
 #include <algorithm>
 #include <cmath>
@@ -261,4 +262,39 @@ TEST(JpegStorage, AReusedBufferGetsTheSamplesOwnBytes) {
   src->get_encoded(3, fresh, image.data(), &label);
   EXPECT_EQ(reused, fresh);
   EXPECT_EQ(label, 1);
+}
+
+TEST(JpegDecode, CmykFilesDecodeToRgbAndGrey) {
+  // Four-channel JPEG files (ImageNet has a few) hold inverted inks: a stored value v passes v/255 of the light.
+  const int H = 32, W = 48;
+  const std::vector<uint8_t> rgb = smooth_image(H, W, 3, 5);
+  std::vector<uint8_t> cmyk(size_t(H) * W * 4);
+  for (size_t p = 0; p < size_t(H) * W; ++p) {
+    for (int c = 0; c < 3; ++c) cmyk[4 * p + c] = rgb[3 * p + c];
+    cmyk[4 * p + 3] = p < size_t(H) * W / 2 ? 255 : 128;  // no black in the top half, half black below
+  }
+  tjhandle h = tjInitCompress();
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  ASSERT_EQ(tjCompress2(h, cmyk.data(), W, 0, H, TJPF_CMYK, &buf, &size, TJSAMP_444, 98, TJFLAG_ACCURATEDCT), 0);
+  const std::vector<uint8_t> jpeg(buf, buf + size);
+  tjFree(buf);
+  tjDestroy(h);
+  ASSERT_EQ(read_jpeg_header(jpeg.data(), jpeg.size(), "cmyk").colorspace, TJCS_YCCK);
+  const Image colour = decode_jpeg_bytes(jpeg.data(), jpeg.size(), 3, "cmyk");
+  const Image grey = decode_jpeg_bytes(jpeg.data(), jpeg.size(), 1, "cmyk");
+  double top = 0, bottom = 0, luma = 0;
+  const size_t half = size_t(H) * W / 2;
+  for (size_t p = 0; p < size_t(H) * W; ++p) {
+    double y = 0;
+    for (int c = 0; c < 3; ++c) {
+      const double want = p < half ? rgb[3 * p + c] : rgb[3 * p + c] * 128.0 / 255;
+      (p < half ? top : bottom) += std::abs(colour.pixels[3 * p + c] - want);
+      y += (c == 0 ? 0.299 : c == 1 ? 0.587 : 0.114) * colour.pixels[3 * p + c];
+    }
+    luma += std::abs(grey.pixels[p] - y);
+  }
+  EXPECT_LT(top / (3.0 * half), 3.0) << "mean absolute error without black ink";
+  EXPECT_LT(bottom / (3.0 * half), 3.0) << "mean absolute error at half black";
+  EXPECT_LT(luma / (H * W), 1.0) << "grey is the colour decode's luma";
 }
