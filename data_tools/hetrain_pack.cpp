@@ -156,7 +156,7 @@ std::unique_ptr<SampleSource> open_folder_source(const std::string& cmd, const s
       ("channels", po::value(&channels)->default_value(3), "3 = RGB, 1 = greyscale")
       ("store", po::value(&store)->default_value("raw"),
        "raw = uint8 pixels at --size (small images) | jpeg = each image whole as a JPEG file, decoded by the "
-       "reader (big datasets: about 1/5 of raw at 224; docs/dataset-format.md, \"JPEG storage\")")
+       "reader (big datasets: about 1/6 of raw at 224 on photos; docs/dataset-format.md, \"JPEG storage\")")
       ("stored-size", po::value(&storage.stored_size)->default_value(0),
        "--store jpeg: shorter side of the stored images, at most (0 = --size x 256/224, e.g. 256 for 224)")
       ("quality", po::value(&storage.quality)->default_value(90),
