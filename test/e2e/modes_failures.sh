@@ -55,7 +55,9 @@ for d in lines:
 trained = sum(sum(d["b"]) for d in lines)
 assert 0 < trained <= 2 * 1024, trained
 fast = sum(d["b"][0] + d["b"][1] for d in lines); slow = sum(d["b"][2] + d["b"][3] for d in lines)
-assert fast > slow, (fast, slow)
+# Each group has drawn about half of each epoch in every run measured (1024 against 992 or 1024 samples, even
+# with the 4x speed difference), so only the order is pinned here; docs/architecture.md, "Training modes".
+assert fast >= slow, (fast, slow)
 print("1. %d metrics lines, counter at %d, %d samples in them (group {0,1} %d, group {2,3} %d)" % (len(lines), last, trained, fast, slow))
 PY
 
