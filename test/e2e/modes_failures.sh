@@ -55,8 +55,9 @@ for d in lines:
 trained = sum(sum(d["b"]) for d in lines)
 assert 0 < trained <= 2 * 1024, trained
 fast = sum(d["b"][0] + d["b"][1] for d in lines); slow = sum(d["b"][2] + d["b"][3] for d in lines)
-# Each group has drawn about half of each epoch in every run measured (1024 against 992 or 1024 samples, even
-# with the 4x speed difference), so only the order is pinned here; docs/architecture.md, "Training modes".
+# On idle cores the fast group trains about 3x the samples (1472 against 512); with two busy loops beside
+# the 4 ranks on 2 cores the "fast" ranks are CPU-starved while the emulated slow ones sleep, and the groups
+# came out equal (1024 against 1024). Only the order is pinned: a test may not fail on timing.
 assert fast >= slow, (fast, slow)
 print("1. %d metrics lines, counter at %d, %d samples in them (group {0,1} %d, group {2,3} %d)" % (len(lines), last, trained, fast, slow))
 PY
