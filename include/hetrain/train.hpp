@@ -85,6 +85,7 @@ struct TrainConfig {
   std::string fixed_split;          // "5,0,17,10": this exact split every step, no balancing (tests)
   double bucket_mb = 25;            // sync: gradient buckets of about this many MiB reduced during backward; 0 = one after
   std::string hierarchical = "auto";  // auto | on | off: reduce inside nodes first, then across (docs/architecture.md)
+  std::string reduce_precision = "fp32";  // fp32 | bf16 | fp16: what gradients cross between ranks as (dist/wire.hpp)
 
   // checkpoints and resume (docs/checkpoint-format.md)
   std::string checkpoint_dir;       // where rank 0 writes checkpoint-SSSSSSSS.h5; empty = no checkpoints

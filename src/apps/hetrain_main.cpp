@@ -110,6 +110,7 @@ const ModeOption kModeOptions[] = {
     {"groups", {"hybrid"}},         {"elastic-alpha", {"async", "hybrid"}}, {"elastic-every", {"async", "hybrid"}},
     {"local-batch", {"async", "hybrid"}}, {"balance", {"sync", "hybrid"}}, {"rebalance-every", {"sync", "hybrid"}},
     {"split", {"sync"}},            {"stop-at-step", {"sync"}},             {"bucket-mb", {"sync"}},
+    {"reduce-precision", {"sync"}},
 };
 
 void refuse_options_of_other_modes(const po::options_description& opts, const po::variables_map& vm,
@@ -268,6 +269,10 @@ po::options_description distribution_options(TrainConfig& c) {
        "MPI reduction across nodes: on = reduce inside each node, allreduce between node leaders, broadcast "
        "inside each node | off = one flat allreduce | auto = on when the job spans >1 node, a node runs >1 rank and "
        "--bucket-mb is 0 (started buckets stay flat: measured faster)")
+      ("reduce-precision", po::value(&c.reduce_precision)->default_value("fp32"),
+       "what gradients cross between ranks as: fp32 | bf16 | fp16 = each rank's weighted gradient rounded to 16 "
+       "bits, summed in FP32 and rounded once more: half the bytes on the wire, the update and weights stay FP32 "
+       "(fp16 overflows above 65504; docs/architecture.md, \"16-bit transport\")")
       ("emulate-speed", po::value(&c.emulate_speed),
        "EMULATE unequal ranks: relative speeds in (0,1], one per rank (rank r sleeps (1/s-1)x the time its device "
        "computed: CPU time on a CPU rank; the first step and steps that build kernels are not emulated)")

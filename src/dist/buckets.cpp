@@ -36,8 +36,11 @@ int64_t bucket_floats(double mb) {
   return std::max<int64_t>(1, int64_t(std::llround(mb * 1024.0 * 1024.0 / double(sizeof(float)))));
 }
 
-BucketedReduction::BucketedReduction(Communicator& comm, std::vector<Bucket> buckets)
-    : comm_(comm), buckets_(std::move(buckets)) {}
+BucketedReduction::BucketedReduction(Communicator& comm, std::vector<Bucket> buckets, Wire wire)
+    : comm_(comm), buckets_(std::move(buckets)), wire_(wire) {
+  HT_CHECK(comm.carries(wire), "--reduce-precision ", wire_name(wire), ": the ", comm.name(),
+           " reduction has no 16-bit transport");
+}
 
 void BucketedReduction::begin(float* grads, double weight) {
   HT_CHECK(next_ == 0 || next_ == buckets_.size(), "internal: a new step while buckets of the last are unfinished");
@@ -49,7 +52,7 @@ void BucketedReduction::begin(float* grads, double weight) {
 void BucketedReduction::grads_final(int64_t first_final) {
   while (next_ < buckets_.size() && buckets_[next_].begin >= first_final) {
     const Bucket& b = buckets_[next_++];
-    comm_.start_weighted_allreduce(grads_ + b.begin, b.size(), weight_);
+    comm_.start_weighted_allreduce(grads_ + b.begin, b.size(), weight_, wire_);
   }
 }
 

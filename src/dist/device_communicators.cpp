@@ -63,13 +63,14 @@ void NcclGradCommunicator::allreduce_sum(float* device_data, int64_t n) {
   nccl_->allreduce_sum(device_data, n, nullptr);
 }
 
-void NcclGradCommunicator::weighted_allreduce(float* device_grads, int64_t n, double weight) {
-  start_weighted_allreduce(device_grads, n, weight);
+void NcclGradCommunicator::weighted_allreduce(float* device_grads, int64_t n, double weight, Wire wire) {
+  start_weighted_allreduce(device_grads, n, weight, wire);
   wait_all();
 }
 
-void NcclGradCommunicator::start_weighted_allreduce(float* device_grads, int64_t n, double weight) {
+void NcclGradCommunicator::start_weighted_allreduce(float* device_grads, int64_t n, double weight, Wire wire) {
   HT_CHECK(weight >= 0.0 && weight <= 1.0, "weighted_allreduce: weight ", weight, " outside [0, 1]");
+  HT_CHECK(carries(wire), "--reduce-precision ", wire_name(wire), ": the nccl reduction has no 16-bit transport yet");
   if (weight == 0.0)
     cuda::memset_zero(device_grads, size_t(n) * sizeof(float), nullptr);  // compute stream too
   else if (weight != 1.0)
@@ -107,9 +108,14 @@ void HostStagedCommunicator::allreduce_sum(float* device_data, int64_t n) {
   unstage(device_data, n);
 }
 
+void HostStagedCommunicator::allreduce_sum_on_wire(float* device_data, int64_t n, Wire wire) {
+  host_->allreduce_sum_on_wire(stage(device_data, n), n, wire);
+  unstage(device_data, n);
+}
+
 // The weight is applied on the host (the inner communicator's rule, including zero-fill for weight 0).
-void HostStagedCommunicator::weighted_allreduce(float* device_grads, int64_t n, double weight) {
-  host_->weighted_allreduce(stage(device_grads, n), n, weight);
+void HostStagedCommunicator::weighted_allreduce(float* device_grads, int64_t n, double weight, Wire wire) {
+  host_->weighted_allreduce(stage(device_grads, n), n, weight, wire);
   unstage(device_grads, n);
 }
 

@@ -239,6 +239,7 @@ Mode check_options(const TrainConfig& cfg, int ranks) {
   }
   if (mode == Mode::Hybrid) parse_groups(cfg.groups, ranks);
   dist::bucket_floats(cfg.bucket_mb);     // throws for a bad --bucket-mb
+  dist::parse_wire(cfg.reduce_precision);  // throws for a bad --reduce-precision
   dist::parse_hierarchy(cfg.hierarchical);  // throws for a bad --hierarchical
   return mode;
 }
@@ -625,12 +626,16 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
   if (hierarchy == dist::Hierarchy::Auto && overlapped) hierarchy = dist::Hierarchy::Off;
   s.comm = dist::make_gradient_communicator(world.comm(), s.device_kind, dist::node_oversubscribed(world.local_size()),
                                             hierarchy, world.node_comm());
+  s.wire = dist::parse_wire(cfg.reduce_precision);
+  // The backend is the same on every rank (make_gradient_communicator chose it collectively): all refuse alike.
+  HT_CHECK(s.comm->carries(s.wire), "--reduce-precision ", dist::wire_name(s.wire), ": the ", s.comm->name(),
+           " reduction of this job has no 16-bit transport yet (use --reduce-precision fp32)");
   if (overlapped) {
     const nn::ParamBuffer& params = s.model->params();
     std::vector<int64_t> begins;
     for (const nn::ParamSpec& p : params.specs()) begins.push_back(p.offset);
     s.buckets = std::make_unique<dist::BucketedReduction>(
-        *s.comm, dist::plan_buckets(begins, params.count(), dist::bucket_floats(cfg.bucket_mb)));
+        *s.comm, dist::plan_buckets(begins, params.count(), dist::bucket_floats(cfg.bucket_mb)), s.wire);
   }
   apply_memory_caps(cfg, world, s);
   // Hybrid and async connect their groups' batches (train/elastic_group.cpp).

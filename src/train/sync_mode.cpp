@@ -160,7 +160,8 @@ class SyncMode final : public TrainingMode {
     // fp16: a step with NaN/Inf is skipped on every rank alike (they all saw the same reduced gradient).
     const bool skipped =
         skip_for_overflow(s_.loss_scaler, int64_t(step_totals.nonfinite / world_.size()),
-                          "step " + std::to_string(plan.global_step), /*agreed=*/true, world_.rank() == 0 && !cfg_.quiet);
+                          "step " + std::to_string(plan.global_step) + wire_note(), /*agreed=*/true,
+                          world_.rank() == 0 && !cfg_.quiet);
     const optim::StepRates rates = step_rates(s_, plan.global_step);
     const float lr = rates.lr;
     apply_update(s_, rates, skipped, cfg_.debug_consistency, world_.comm(), "parameters");
@@ -173,6 +174,13 @@ class SyncMode final : public TrainingMode {
     rec.step_seconds = seconds_since(step_start);
     report_.add(step_totals.loss_sum, step_totals.correct, step_totals.count);
     return rec;
+  }
+
+  // FP16 on the wire has half precision's range: a reduced gradient above 65504 arrives as Inf.
+  std::string wire_note() const {
+    return s_.wire == dist::Wire::FP16 ? " with --reduce-precision fp16 (values above 65504 become Inf on the wire; "
+                                         "bf16 keeps FP32's range)"
+                                       : "";
   }
 
   // A step's micro-batches add up in the gradient buffer (the layers accumulate their parameters'
@@ -285,7 +293,7 @@ class SyncMode final : public TrainingMode {
     if (s_.buckets)
       s_.buckets->finish();
     else
-      s_.comm->weighted_allreduce(params.grads().data(), params.count(), weight);
+      s_.comm->weighted_allreduce(params.grads().data(), params.count(), weight, s_.wire);
     mine.exposed += seconds_since(comm_start);
     Totals step_totals{local.loss_sum, local.correct, double(samples), double(count_nonfinite(params.grads()))};
     step_totals.allreduce(world_.comm(), *s_.arrival);

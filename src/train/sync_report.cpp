@@ -58,7 +58,8 @@ void SyncReport::announce(const Checkpointer& checkpointer) const {
   std::printf("model: %s, %lld parameters; global batch %lld%s, %lld steps/epoch, %d epoch(s), %s\n",
               cfg_.model.c_str(), (long long)s_.model->param_count(), (long long)cfg_.global_batch,
               accumulated.c_str(), (long long)s_.plan->steps_per_epoch(), cfg_.epochs, schedule_text(s_).c_str());
-  std::printf("gradients: %s reduction, %s\n", s_.comm->name(), buckets_text().c_str());
+  std::printf("gradients: %s reduction, %s%s\n", s_.comm->name(), buckets_text().c_str(),
+              dist::is_16bit(s_.wire) ? (std::string(", ") + dist::wire_name(s_.wire) + " on the wire (--reduce-precision)").c_str() : "");
   if (cfg_.precision != Precision::FP32) std::printf("%s\n", precision_text(cfg_.precision).c_str());
   if (checkpointer.enabled())
     std::printf("checkpoints: %s, every %s, newest %d kept\n", cfg_.checkpoint_dir.c_str(), checkpoint_interval().c_str(),

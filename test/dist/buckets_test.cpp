@@ -102,7 +102,7 @@ class Recorder : public Communicator {
  public:
   const char* name() const override { return "recorder"; }
   void allreduce_sum(float*, int64_t) override {}
-  void start_weighted_allreduce(float* grads, int64_t n, double) override {
+  void start_weighted_allreduce(float* grads, int64_t n, double, Wire) override {
     starts.push_back({grads, std::vector<float>(grads, grads + n)});
   }
   void wait_all() override {}

@@ -1,14 +1,19 @@
-// Weighted gradient reduction: exact Σ_r (b_r/B)·x_r, zero-weight ranks included; chunked allreduce.
+// Weighted gradient reduction: exact Σ_r (b_r/B)·x_r, zero-weight ranks included; chunked allreduce; the
+// 16-bit wire's exact rounding, identical on every rank.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "hetrain/dist/buckets.hpp"
 #include "hetrain/dist/communicator.hpp"
 #include "hetrain/dist/world.hpp"
+#include "hetrain/error.hpp"
 
 using namespace hetrain::dist;
 
@@ -158,4 +163,108 @@ TEST(GradientCommunicator, HierarchyFollowsTheNodes) {
   auto pretend = make_gradient_communicator(w.comm(), hetrain::Device::CPU, false, Hierarchy::Auto, nodes);
   EXPECT_STREQ(pretend->name(), w.size() > 2 ? "mpi (hierarchical over 2 nodes)" : "mpi");
   MPI_Comm_free(&nodes);
+}
+
+// ---------------------------------------------------------------- 16 bits on the wire (--reduce-precision)
+namespace {
+// Values that 16 bits cannot hold exactly, so every rounding shows.
+float inexact(int rank, int64_t i) { return float((i * 7 + rank * 3) % 61 + 1) / 7.0f * (i % 2 ? -1.0f : 1.0f); }
+
+// What every rank must end with: each group's FP32 sum of its ranks' weighted values (a group is one rank
+// when flat, a pretend node when hierarchical; two terms sum alike in either order) rounded to the wire,
+// the groups' values summed in FP32 in group order, rounded once more and widened.
+float expected_16bit(int64_t i, int size, const std::vector<int64_t>& b, int group_size, Wire wire) {
+  float total = 0.0f;
+  for (int first = 0; first < size; first += group_size) {
+    float group = 0.0f;
+    for (int r = first; r < std::min(size, first + group_size); ++r) {
+      const float weighted = b[r] == 0 ? 0.0f : inexact(r, i) * float(double(b[r]) / 32.0);
+      group += weighted;
+    }
+    total += widen_from_wire(narrow_to_wire(group, wire), wire);
+  }
+  return widen_from_wire(narrow_to_wire(total, wire), wire);
+}
+
+int64_t differ_16bit(const std::vector<float>& g, int size, const std::vector<int64_t>& b, int group_size, Wire wire) {
+  int64_t differ = 0;
+  for (int64_t i = 0; i < int64_t(g.size()); ++i) {
+    const float want = expected_16bit(i, size, b, group_size, wire);
+    differ += std::memcmp(&g[size_t(i)], &want, sizeof want) != 0;
+  }
+  return differ;
+}
+
+// Every rank's buffer has the same bits as rank 0's.
+bool same_on_every_rank(MPI_Comm comm, const std::vector<float>& g) {
+  std::vector<float> first = g;
+  MPI_Bcast(first.data(), int(first.size()), MPI_FLOAT, 0, comm);
+  int same = std::memcmp(first.data(), g.data(), g.size() * sizeof(float)) == 0;
+  MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_LAND, comm);
+  return same != 0;
+}
+}  // namespace
+
+// Blocking and bucketed, flat and hierarchical, polite or not: the exact bits of "round each contribution,
+// sum in FP32, round once", identical on every rank, within bf16/fp16's rounding of the FP32 result.
+TEST(MpiCommunicator, SixteenBitWireRoundsOnceAndAgrees) {
+  World& w = World::init(nullptr, nullptr);
+  const std::vector<int64_t> b = shares(w.size());
+  MPI_Comm nodes = pretend_nodes_of_two(w.comm());
+  const int64_t n = 1003;  // not a multiple of the ranks: the last block is padded
+  for (Wire wire : {Wire::BF16, Wire::FP16}) {
+    for (bool tiered : {false, true}) {
+      for (bool polite : {false, true}) {
+        MpiCommunicator comm(w.comm(), 0, polite, tiered ? nodes : MPI_COMM_NULL);
+        EXPECT_TRUE(comm.carries(wire));
+        const int group = tiered ? 2 : 1;
+        const std::string where = std::string(wire_name(wire)) + (tiered ? ", hierarchical" : ", flat") +
+                                  (polite ? ", polite" : "");
+        auto fill = [&](std::vector<float>& g) {
+          for (int64_t i = 0; i < n; ++i)
+            g[size_t(i)] = b[w.rank()] == 0 ? std::numeric_limits<float>::quiet_NaN() : inexact(w.rank(), i);
+        };
+        std::vector<float> g(static_cast<size_t>(n));
+        fill(g);
+        comm.weighted_allreduce(g.data(), n, double(b[w.rank()]) / 32.0, wire);
+        EXPECT_EQ(differ_16bit(g, w.size(), b, group, wire), 0) << "blocking, " << where;
+        EXPECT_TRUE(same_on_every_rank(w.comm(), g)) << "blocking, " << where;
+        // Against the FP32 sum: at most a few steps of the 16-bit format apart.
+        const double step = wire == Wire::BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+        int64_t far = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          double exact = 0;
+          for (int r = 0; r < w.size(); ++r) exact += double(inexact(r, i)) * double(b[r]) / 32.0;
+          far += std::fabs(double(g[size_t(i)]) - exact) > 3 * step * std::max(1.0, std::fabs(exact));
+        }
+        EXPECT_EQ(far, 0) << where;
+
+        fill(g);
+        BucketedReduction buckets(comm, plan_buckets({0, 100, 250, 251, 600, 990}, n, 120), wire);
+        buckets.begin(g.data(), double(b[w.rank()]) / 32.0);
+        for (int64_t final_from : {990, 600, 300, 251}) {
+          buckets.grads_final(final_from);
+          buckets.progress();
+        }
+        buckets.finish();
+        EXPECT_EQ(differ_16bit(g, w.size(), b, group, wire), 0) << "buckets, " << where;
+        EXPECT_TRUE(same_on_every_rank(w.comm(), g)) << "buckets, " << where;
+      }
+    }
+  }
+  MPI_Comm_free(&nodes);
+}
+
+// A backend without a 16-bit path says so instead of sending FP32 under a 16-bit name.
+TEST(Communicator, SixteenBitsRefusedWhereNotCarried) {
+  class Fp32Only : public Communicator {
+   public:
+    const char* name() const override { return "fp32-only"; }
+    void allreduce_sum(float*, int64_t) override {}
+  } c;
+  std::vector<float> g(4, 1.0f);
+  EXPECT_FALSE(c.carries(Wire::BF16));
+  EXPECT_THROW(c.weighted_allreduce(g.data(), 4, 0.5, Wire::BF16), hetrain::Error);
+  EXPECT_THROW(BucketedReduction(c, plan_buckets({0}, 4, 0), Wire::FP16), hetrain::Error);
+  EXPECT_NO_THROW(c.weighted_allreduce(g.data(), 4, 0.5, Wire::FP32));
 }

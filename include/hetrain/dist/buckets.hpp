@@ -32,7 +32,8 @@ int64_t bucket_floats(double mb);
 
 class BucketedReduction {
  public:
-  BucketedReduction(Communicator& comm, std::vector<Bucket> buckets);
+  // wire: what the buckets' sums travel as (--reduce-precision); the communicator must carry it.
+  BucketedReduction(Communicator& comm, std::vector<Bucket> buckets, Wire wire = Wire::FP32);
   const std::vector<Bucket>& buckets() const { return buckets_; }
   // A new step over `grads` (the flat buffer, on the communicator's device) with this rank's weight b_r/B.
   void begin(float* grads, double weight);
@@ -49,6 +50,7 @@ class BucketedReduction {
   std::vector<Bucket> buckets_;
   float* grads_ = nullptr;
   double weight_ = 0;
+  Wire wire_;
   size_t next_ = 0;  // the first bucket not started yet this step
 };
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "hetrain/dist/wire.hpp"
 #include "hetrain/tensor.hpp"
 
 namespace hetrain::cuda {
@@ -28,10 +29,15 @@ class Communicator {
   virtual const char* name() const = 0;
   // In place: data[i] = Σ_ranks data[i]. Collective: every rank calls it with the same n.
   virtual void allreduce_sum(float* data, int64_t n) = 0;
-  // grads *= weight (weight = b_r / B), then allreduce_sum. A rank with weight 0 (b_r = 0) still takes
+  // The same sum with what crosses between ranks rounded to `wire` (16 bits: hetrain/dist/wire.hpp). Every
+  // rank ends with the same values. This default serves FP32 only and throws for the 16-bit formats.
+  virtual void allreduce_sum_on_wire(float* data, int64_t n, Wire wire);
+  // Whether allreduce_sum_on_wire (and the weighted calls below) take `wire`; FP32 always.
+  virtual bool carries(Wire wire) const { return wire == Wire::FP32; }
+  // grads *= weight (weight = b_r / B), then the sum on `wire`. A rank with weight 0 (b_r = 0) still takes
   // part; its buffer is zero-filled rather than multiplied, so stale or NaN contents cannot leak in.
   // The buffer lives where the communicator expects it (device memory for NCCL and the staged one).
-  virtual void weighted_allreduce(float* grads, int64_t n, double weight);
+  virtual void weighted_allreduce(float* grads, int64_t n, double weight, Wire wire = Wire::FP32);
 
   // Started reductions, for buckets overlapped with backward (docs/architecture.md, "Gradient reduction").
   // start_weighted_allreduce begins what weighted_allreduce does on one bucket and returns; progress()
@@ -40,7 +46,8 @@ class Communicator {
   // order, and nothing else may use the buffers until wait_all() returns.
   // This default defers the work to wait_all(), merging adjacent buckets of one weight into one
   // weighted_allreduce: no overlap, and exactly the result of one call (NCCL and host-staged ranks).
-  virtual void start_weighted_allreduce(float* grads, int64_t n, double weight);
+  // Every bucket in flight at once has the same wire.
+  virtual void start_weighted_allreduce(float* grads, int64_t n, double weight, Wire wire = Wire::FP32);
   virtual void progress() {}
   virtual void wait_all();
   // True when start_weighted_allreduce really starts communication (it overlaps with what follows).
@@ -61,6 +68,7 @@ class Communicator {
     float* data;
     int64_t n;
     double weight;
+    Wire wire;
   };
   std::vector<Deferred> deferred_;
 };
@@ -93,7 +101,13 @@ class MpiCommunicator : public Communicator {
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
   const char* name() const override { return name_.c_str(); }  // "mpi", "mpi (hierarchical over 2 nodes)"
   void allreduce_sum(float* data, int64_t n) override;
-  void start_weighted_allreduce(float* grads, int64_t n, double weight) override;
+  // 16 bits: the allreduce between ranks (between node leaders when hierarchical) becomes an all-to-all of
+  // 16-bit blocks, each rank's block summed in FP32 in rank order and rounded once, and an all-gather of
+  // the rounded blocks: ring allreduce's bytes at half the width, and the same bits on every rank. Inside a
+  // node (hierarchical) values stay FP32: they cross no network.
+  void allreduce_sum_on_wire(float* data, int64_t n, Wire wire) override;
+  bool carries(Wire) const override { return true; }
+  void start_weighted_allreduce(float* grads, int64_t n, double weight, Wire wire = Wire::FP32) override;
   void progress() override;
   void wait_all() override;
   bool overlaps() const override { return true; }
@@ -103,23 +117,37 @@ class MpiCommunicator : public Communicator {
  private:
   // One step of a reduction on one communicator; a rank outside it (MPI_COMM_NULL: a node's non-leader in
   // the leaders' allreduce) skips it.
-  enum class Op { Allreduce, ReduceToRoot, BcastFromRoot };
+  // Exchange16/Gather16: the two halves of a 16-bit allreduce, each on a communicator of its own so that
+  // every rank issues each one's collectives in bucket order.
+  enum class Op { Allreduce, ReduceToRoot, BcastFromRoot, Exchange16, Gather16 };
   struct Stage {
     Op op;
     MPI_Comm comm;
+    int rank = 0, size = 1;  // this rank's place in comm
   };
   // A started bucket: the stages it has begun, and the requests of the newest one (one per chunk).
   struct InFlight {
     float* data = nullptr;
     int64_t n = 0;
+    Wire wire = Wire::FP32;
+    const std::vector<Stage>* stages = nullptr;  // stages_ or stages16_
     size_t begun = 0;
+    bool ending = false;  // the newest stage began and what follows its completion has not run yet
     std::vector<MPI_Request> requests;
+    int64_t block = 0;                 // 16 bits: values per rank's block
+    std::vector<uint16_t> sent, got;   // 16 bits: this rank's blocks, and what the others sent for its own
   };
+  Stage stage(Op op, MPI_Comm comm) const;
+  void begin(float* data, int64_t n, Wire wire);  // pushes a bucket and starts its first stage
   void start_stage(InFlight& f, const Stage& stage);
+  void start_16bit_stage(InFlight& f, const Stage& stage);
+  void end_stage(InFlight& f, const Stage& stage);
   bool advance(size_t index);  // true when that bucket has finished every stage
-  std::vector<Stage> stages_;
+  std::vector<Stage> stages_;    // FP32
+  std::vector<Stage> stages16_;  // the same with the allreduce as Exchange16 + Gather16
   std::vector<MPI_Comm> owned_;  // the duplicates and splits this object frees
   std::vector<InFlight> in_flight_;
+  std::vector<std::vector<uint16_t>> spare_;  // 16-bit buffers of finished buckets, reused
   int64_t max_chunk_;
   bool polite_wait_;
   int nodes_ = 1;
@@ -151,10 +179,10 @@ class NcclGradCommunicator : public Communicator {
   ~NcclGradCommunicator() override;
   const char* name() const override { return "nccl"; }
   void allreduce_sum(float* device_data, int64_t n) override;
-  void weighted_allreduce(float* device_grads, int64_t n, double weight) override;
+  void weighted_allreduce(float* device_grads, int64_t n, double weight, Wire wire = Wire::FP32) override;
   // Buckets: scaled on the compute stream, then reduced on NCCL's own stream once the compute stream's
   // work so far (the bucket's gradients) is done, while backward goes on; NCCL progresses by itself.
-  void start_weighted_allreduce(float* device_grads, int64_t n, double weight) override;
+  void start_weighted_allreduce(float* device_grads, int64_t n, double weight, Wire wire = Wire::FP32) override;
   void wait_all() override;
   bool overlaps() const override { return true; }
 
@@ -170,7 +198,9 @@ class HostStagedCommunicator : public Communicator {
   ~HostStagedCommunicator() override;
   const char* name() const override { return name_.c_str(); }  // the host one's, "(staged through host memory)"
   void allreduce_sum(float* device_data, int64_t n) override;
-  void weighted_allreduce(float* device_grads, int64_t n, double weight) override;
+  void allreduce_sum_on_wire(float* device_data, int64_t n, Wire wire) override;
+  bool carries(Wire wire) const override { return host_->carries(wire); }
+  void weighted_allreduce(float* device_grads, int64_t n, double weight, Wire wire = Wire::FP32) override;
 
  private:
   float* stage(const float* device_data, int64_t n);  // device → pinned host, returns the host copy
