@@ -229,6 +229,10 @@ class NcclCommunicator {
   // once (a gradient bucket overlapped with the rest of backward). wait_started() returns when everything
   // started has finished; nothing may touch those buffers before.
   void start_allreduce_sum(float* dev, int64_t n, CudaStream after = nullptr);
+  // The same with 16 bits on the wire (--reduce-precision; `wire` BF16 or FP16): on the communicator's
+  // stream dev is rounded into a 16-bit buffer of this bucket's own, summed by NCCL in that format (NCCL
+  // adds in its own order, rounding each partial sum to 16 bits) and widened back into dev.
+  void start_allreduce_sum_16bit(float* dev, int64_t n, Precision wire, CudaStream after = nullptr);
   void wait_started();
   CudaStream stream() const;
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "cuda/check.cuh"
 #include "hetrain/cuda.hpp"
@@ -29,6 +30,26 @@ struct NcclCommunicator::Impl {
   int rank = 0, size = 1;
   double timeout_s = 600.0;
   bool aborted = false;
+  // 16-bit wire buffers, one per bucket started since the last wait_started (they are in flight together);
+  // kept and grown across steps. A buffer is replaced only when idle: every use ended at a wait_started.
+  struct WireBuffer {
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<WireBuffer> wire_buffers;
+  size_t wire_in_use = 0;
+
+  void* wire_buffer(size_t bytes) {
+    if (wire_in_use == wire_buffers.size()) wire_buffers.emplace_back();
+    WireBuffer& b = wire_buffers[wire_in_use++];
+    if (b.bytes < bytes) {
+      device_free(b.data);
+      b = WireBuffer{};  // consistent if the allocation below throws
+      b.data = device_alloc(bytes);
+      b.bytes = bytes;
+    }
+    return b.data;
+  }
 
   // Wait until `finished()` is true, polling NCCL's asynchronous error state; abort and throw on an error
   // or after timeout_s.
@@ -87,6 +108,7 @@ NcclCommunicator::~NcclCommunicator() {
       ncclCommDestroy(m.comm);
     }
   }
+  for (Impl::WireBuffer& b : m.wire_buffers) device_free(b.data);
   if (m.ready) cudaEventDestroy(m.ready);
   if (m.done) cudaEventDestroy(m.done);
   if (m.stream) cudaStreamDestroy(m.stream);
@@ -118,6 +140,23 @@ void NcclCommunicator::start_allreduce_sum(float* dev, int64_t n, CudaStream aft
   m.wait("allreduce enqueue", [] { return true; });  // a non-blocking communicator: enqueued only now
 }
 
+void NcclCommunicator::start_allreduce_sum_16bit(float* dev, int64_t n, Precision wire, CudaStream after) {
+  Impl& m = *impl_;
+  HT_CHECK(!m.aborted, "NCCL communicator was aborted by an earlier error");
+  HT_CHECK(is_16bit(wire), "allreduce_sum_16bit: ", precision_name(wire), " is not a 16-bit format");
+  HT_CHECK(n >= 0, "allreduce_sum: negative size ", n);
+  if (n == 0) return;
+  HT_CHECK(dev, "allreduce_sum: null buffer");
+  void* half = m.wire_buffer(size_t(n) * 2);
+  HT_CUDA_CHECK(cudaEventRecord(m.ready, after));
+  HT_CUDA_CHECK(cudaStreamWaitEvent(m.stream, m.ready, 0));
+  cast_to_16bit(half, dev, n, wire, m.stream);
+  HT_NCCL_CHECK(ncclAllReduce(half, half, size_t(n), wire == Precision::BF16 ? ncclBfloat16 : ncclFloat16, ncclSum,
+                              m.comm, m.stream));
+  m.wait("allreduce enqueue", [] { return true; });
+  cast_from_16bit(dev, half, n, wire, m.stream);
+}
+
 void NcclCommunicator::wait_started() {
   Impl& m = *impl_;
   HT_CHECK(!m.aborted, "NCCL communicator was aborted by an earlier error");
@@ -128,6 +167,7 @@ void NcclCommunicator::wait_started() {
     HT_CUDA_CHECK(q);
     return true;
   });
+  m.wire_in_use = 0;  // every bucket's 16-bit buffer is free again
 }
 
 }  // namespace hetrain::cuda

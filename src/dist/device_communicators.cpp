@@ -70,12 +70,15 @@ void NcclGradCommunicator::weighted_allreduce(float* device_grads, int64_t n, do
 
 void NcclGradCommunicator::start_weighted_allreduce(float* device_grads, int64_t n, double weight, Wire wire) {
   HT_CHECK(weight >= 0.0 && weight <= 1.0, "weighted_allreduce: weight ", weight, " outside [0, 1]");
-  HT_CHECK(carries(wire), "--reduce-precision ", wire_name(wire), ": the nccl reduction has no 16-bit transport yet");
+
   if (weight == 0.0)
     cuda::memset_zero(device_grads, size_t(n) * sizeof(float), nullptr);  // compute stream too
   else if (weight != 1.0)
     cuda::scale(device_grads, float(weight), n, nullptr);  // on the compute stream, which NCCL waits for
-  nccl_->start_allreduce_sum(device_grads, n, nullptr);
+  if (is_16bit(wire))
+    nccl_->start_allreduce_sum_16bit(device_grads, n, wire == Wire::BF16 ? Precision::BF16 : Precision::FP16, nullptr);
+  else
+    nccl_->start_allreduce_sum(device_grads, n, nullptr);
 }
 
 void NcclGradCommunicator::wait_all() { nccl_->wait_started(); }

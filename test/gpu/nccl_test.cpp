@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "gpu_test_util.hpp"
+#include "twins.hpp"
 
 using namespace hetrain;
 
@@ -31,4 +32,28 @@ TEST(CudaNccl, SingleRankAllreduceIsIdentity) {
 TEST(CudaNccl, BadRankIsRejected) {
   HT_REQUIRE_GPU();
   EXPECT_THROW(cuda::NcclCommunicator(2, 2, cuda::nccl_unique_id()), Error);
+}
+
+// --reduce-precision on NCCL: one rank's sum is its own value rounded to 16 bits and widened, the same bits
+// as the CPU twin of the cast (which the MPI path's conversion matches, test/dist/wire_test.cpp), for both
+// formats and for two buckets in flight.
+TEST(CudaNccl, SixteenBitWireMatchesTheCpuRounding) {
+  HT_REQUIRE_GPU();
+  cuda_select_device(0);
+  cuda::NcclCommunicator comm(0, 1, cuda::nccl_unique_id(), 60.0);
+  const int64_t n = 100003;
+  const auto x = gpu_test::random_floats(n, 11);
+  for (Precision p : {Precision::BF16, Precision::FP16}) {
+    cuda::DeviceBuffer<float> a(n), b(n);
+    a.upload(x);
+    b.upload(x);
+    comm.start_allreduce_sum_16bit(a.data(), n, p);
+    comm.start_allreduce_sum_16bit(b.data(), n, p);
+    comm.wait_started();
+    std::vector<float> want(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) want[size_t(i)] = gpu_test::round_to_16bit_twin(x[size_t(i)], p);
+    gpu_test::expect_close(precision_name(p), a.download(), want, 0, 0);
+    gpu_test::expect_close(precision_name(p), b.download(), want, 0, 0);
+  }
+  EXPECT_THROW(comm.start_allreduce_sum_16bit(nullptr, 4, Precision::TF32), Error);
 }

@@ -185,6 +185,9 @@ class NcclGradCommunicator : public Communicator {
   void start_weighted_allreduce(float* device_grads, int64_t n, double weight, Wire wire = Wire::FP32) override;
   void wait_all() override;
   bool overlaps() const override { return true; }
+  // 16 bits: NCCL's own allreduce in bfloat16/half, which rounds each partial sum (unlike the MPI path's
+  // single rounding of an FP32 sum); its results are the same on every rank.
+  bool carries(Wire) const override { return true; }
 
  private:
   std::unique_ptr<cuda::NcclCommunicator> nccl_;

@@ -61,6 +61,7 @@ int NcclCommunicator::rank() const { HT_NO_CUDA(); }
 int NcclCommunicator::size() const { HT_NO_CUDA(); }
 void NcclCommunicator::allreduce_sum(float*, int64_t, CudaStream) { HT_NO_CUDA(); }
 void NcclCommunicator::start_allreduce_sum(float*, int64_t, CudaStream) { HT_NO_CUDA(); }
+void NcclCommunicator::start_allreduce_sum_16bit(float*, int64_t, Precision, CudaStream) { HT_NO_CUDA(); }
 void NcclCommunicator::wait_started() { HT_NO_CUDA(); }
 CudaStream NcclCommunicator::stream() const { HT_NO_CUDA(); }
 
