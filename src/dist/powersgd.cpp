@@ -1,0 +1,155 @@
+// PowerSGD (docs/architecture.md, "PowerSGD"): the plan of which parameters travel as factors, and one
+// step of compression, reduction and error feedback. The products are the dense layer's (ops::cpu::linear_*),
+// whose GEMMs the CPU backend already tunes.
+#include "hetrain/dist/powersgd.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "hetrain/error.hpp"
+#include "hetrain/ops.hpp"
+
+namespace hetrain::dist {
+
+int parse_compress_rank(const std::string& text) {
+  if (text == "none") return 0;
+  const std::string prefix = "powersgd:";
+  if (text.compare(0, prefix.size(), prefix) == 0) {
+    const std::string digits = text.substr(prefix.size());
+    if (!digits.empty() && digits.size() <= 4 && std::all_of(digits.begin(), digits.end(), ::isdigit)) {
+      const int r = std::stoi(digits);
+      if (r >= 1 && r <= 1024) return r;
+    }
+  }
+  HT_THROW("--compress must be none or powersgd:R with a rank R from 1 to 1024 (e.g. powersgd:4), got ",
+           quoted(text));
+}
+
+PowerSgd::PowerSgd(const std::vector<Param>& params, int64_t count, int rank, uint64_t seed)
+    : rank_(rank), count_(count) {
+  HT_CHECK(rank >= 1, "PowerSGD: rank must be at least 1, got ", rank);
+  std::vector<Param> sorted = params;
+  std::sort(sorted.begin(), sorted.end(), [](const Param& a, const Param& b) { return a.offset < b.offset; });
+  int64_t q_floats = 0, covered = 0;
+  for (const Param& p : sorted) {
+    int64_t numel = 1;
+    for (int64_t d : p.shape) numel *= d;
+    HT_CHECK(p.offset == covered, "internal: PowerSGD parameters do not tile the gradient buffer at ", p.offset);
+    covered += numel;
+    const int64_t rows = p.shape.size() >= 2 ? p.shape[0] : 0, cols = rows > 0 ? numel / rows : 0;
+    const int64_t r = std::min<int64_t>(rank, std::min(rows, cols));
+    // As PyTorch DDP's hook: compress only what shrinks at least twofold.
+    if (rows > 0 && 2 * r * (rows + cols) < rows * cols) {
+      matrices_.push_back(Matrix{p.offset, rows, cols, r, p_floats_, q_floats});
+      p_floats_ += rows * r;
+      q_floats += cols * r;
+    } else if (numel > 0) {
+      if (!whole_.empty() && whole_.back().second == p.offset)
+        whole_.back().second += numel;
+      else
+        whole_.push_back({p.offset, p.offset + numel});
+      whole_floats_ += numel;
+    }
+  }
+  HT_CHECK(covered == count, "internal: PowerSGD parameters cover ", covered, " of ", count, " floats");
+  // The first Q: standard normal values from the run's seed, the same on every rank.
+  q_.resize(size_t(q_floats));
+  std::mt19937_64 rng(seed ^ 0x9E3779B97F4A7C15ull);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : q_) v = normal(rng);
+  error_.assign(size_t(count), 0.0f);
+  first_.resize(size_t(whole_floats_ + p_floats_));
+  second_.resize(size_t(q_floats));
+}
+
+int64_t PowerSgd::compressed_floats() const {
+  int64_t n = 0;
+  for (const Matrix& m : matrices_) n += m.rows * m.cols;
+  return n;
+}
+
+int64_t PowerSgd::floats_sent() const { return int64_t(first_.size() + second_.size()); }
+
+// Gram–Schmidt on the columns of p [rows, rank] (row-major), in double and with each projection taken
+// twice: when P is nearly rank-deficient (a gradient of lower rank than R) one pass in float leaves a
+// remainder whose rounding noise is as large as itself and points back along the earlier columns, which
+// inflates the approximation. A zero column stays zero (the tiny epsilon in the norm, as PyTorch's hook).
+void PowerSgd::orthonormalize(float* p, int64_t rows, int64_t rank) {
+  std::vector<double> col(size_t(rows * rank));  // column-major copy
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < rank; ++j) col[size_t(j * rows + i)] = p[i * rank + j];
+  for (int64_t j = 0; j < rank; ++j) {
+    double* c = col.data() + j * rows;
+    for (int pass = 0; pass < 2; ++pass)
+      for (int64_t k = 0; k < j; ++k) {
+        const double* b = col.data() + k * rows;
+        double dot = 0;
+        for (int64_t i = 0; i < rows; ++i) dot += b[i] * c[i];
+        for (int64_t i = 0; i < rows; ++i) c[i] -= dot * b[i];
+      }
+    double norm2 = 0;
+    for (int64_t i = 0; i < rows; ++i) norm2 += c[i] * c[i];
+    const double inv = 1.0 / (std::sqrt(norm2) + 1e-8);
+    for (int64_t i = 0; i < rows; ++i) c[i] *= inv;
+  }
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < rank; ++j) p[i * rank + j] = float(col[size_t(j * rows + i)]);
+}
+
+void PowerSgd::reduce(Communicator& comm, float* grads, double weight, int ranks, Wire wire) {
+  HT_CHECK(ranks >= 1, "internal: PowerSGD over ", ranks, " ranks");
+  apply_weight(grads, count_, weight);
+  // M_r = b_r/B·g_r + e_r, in place in the gradient buffer; P = M·Q after the whole ranges in message one.
+  float* out = first_.data();
+  for (const auto& [begin, end] : whole_) {
+    std::memcpy(out, grads + begin, size_t(end - begin) * sizeof(float));
+    out += end - begin;
+  }
+  for (const Matrix& m : matrices_) {
+    float* M = grads + m.offset;
+    const float* e = error_.data() + m.offset;
+    const int64_t n = m.rows * m.cols;
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i) M[i] += e[i];
+    // P [rows, r] = M [rows, cols] · Qt [r, cols]ᵀ (q_ holds Q transposed: r rows of cols)
+    ops::cpu::linear_forward<float>(out + m.p_at, M, q_.data() + m.q_at, nullptr, int(m.rows), int(m.cols), int(m.rank));
+  }
+  comm.weighted_allreduce(first_.data(), int64_t(first_.size()), 1.0, wire);
+  const float* in = first_.data();
+  for (const auto& [begin, end] : whole_) {
+    std::memcpy(grads + begin, in, size_t(end - begin) * sizeof(float));
+    in += end - begin;
+  }
+  // Qt [r, cols] = P̂ᵀ [r, rows] · M [rows, cols], then summed over ranks.
+  for (const Matrix& m : matrices_) {
+    float* p = first_.data() + whole_floats_ + m.p_at;
+    orthonormalize(p, m.rows, m.rank);
+    float* qt = second_.data() + m.q_at;
+    std::fill(qt, qt + m.rank * m.cols, 0.0f);
+    ops::cpu::linear_backward<float>(nullptr, qt, nullptr, p, grads + m.offset, qt, int(m.rows), int(m.cols), int(m.rank));
+  }
+  comm.weighted_allreduce(second_.data(), int64_t(second_.size()), 1.0, wire);
+  // A [rows, cols] = P̂ [rows, r] · Qt [r, cols]; e_r = M_r − A/ranks; the buffer gets A.
+  const float share = 1.0f / float(ranks);
+  std::vector<float> approx;
+  for (const Matrix& m : matrices_) {
+    const float* p = first_.data() + whole_floats_ + m.p_at;
+    const float* qt = second_.data() + m.q_at;
+    approx.resize(size_t(m.rows * m.cols));
+    ops::cpu::linear_backward<float>(approx.data(), nullptr, nullptr, p, nullptr, qt, int(m.rows), int(m.cols), int(m.rank));
+    float* M = grads + m.offset;
+    float* e = error_.data() + m.offset;
+    const float* a = approx.data();
+    const int64_t n = m.rows * m.cols;
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i) {
+      e[i] = M[i] - a[i] * share;
+      M[i] = a[i];
+    }
+  }
+  q_.assign(second_.begin(), second_.end());  // the warm start of the next step
+}
+
+}  // namespace hetrain::dist

@@ -1,0 +1,131 @@
+// PowerSGD (hetrain/dist/powersgd.hpp) on 1–4 ranks: what travels as factors, that a gradient within the
+// rank comes back whole, that every rank ends with the same bits, that the error feedback owes exactly what
+// the approximation missed, and that over steps the applied updates catch up with the true gradient.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "hetrain/dist/powersgd.hpp"
+#include "hetrain/dist/world.hpp"
+#include "hetrain/error.hpp"
+
+using namespace hetrain::dist;
+
+namespace {
+// A conv weight [8, 4, 3, 3] (8 × 36: compressed at rank 2), its bias [8], a small dense weight [3, 4]
+// (sent whole: rank 2 would not halve it) and a batch-norm scale [5].
+const std::vector<PowerSgd::Param> kParams = {{0, {8, 4, 3, 3}}, {288, {8}}, {296, {3, 4}}, {308, {5}}};
+constexpr int64_t kCount = 313;
+
+// Weights b_r/B with B = 32 (exact in float), one rank with none.
+double weight_of(int rank, int size) {
+  static const std::vector<std::vector<int>> shares = {{32}, {32, 0}, {5, 0, 27}, {5, 0, 17, 10}};
+  return double(shares[size_t(size - 1)][size_t(rank)]) / 32.0;
+}
+
+// This rank's gradient: the conv weight is u_r·vᵀ (rank one), everything else small integers.
+std::vector<float> gradient(int rank) {
+  std::vector<float> g(kCount);
+  for (int64_t i = 0; i < 8; ++i)
+    for (int64_t j = 0; j < 36; ++j) g[size_t(i * 36 + j)] = float(i + 1 + rank) * float(j % 7 - 3);
+  for (int64_t i = 288; i < kCount; ++i) g[size_t(i)] = float((i * 5 + rank) % 11);
+  return g;
+}
+
+bool same_on_every_rank(MPI_Comm comm, const std::vector<float>& v) {
+  std::vector<float> first = v;
+  MPI_Bcast(first.data(), int(first.size()), MPI_FLOAT, 0, comm);
+  int same = std::memcmp(first.data(), v.data(), v.size() * sizeof(float)) == 0;
+  MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_LAND, comm);
+  return same != 0;
+}
+}  // namespace
+
+TEST(PowerSgd, OptionAndPlan) {
+  EXPECT_EQ(parse_compress_rank("none"), 0);
+  EXPECT_EQ(parse_compress_rank("powersgd:4"), 4);
+  for (const char* bad : {"powersgd", "powersgd:0", "powersgd:-1", "powersgd:x", "topk:4", "powersgd:99999"})
+    EXPECT_THROW(parse_compress_rank(bad), hetrain::Error) << bad;
+  PowerSgd p(kParams, kCount, 2, 1);
+  EXPECT_EQ(p.compressed_matrices(), 1);
+  EXPECT_EQ(p.compressed_floats(), 288);
+  EXPECT_EQ(p.floats_sent(), (8 + 12 + 5) + 8 * 2 + 36 * 2);  // whole ranges + P + Q
+  EXPECT_EQ(p.q().size(), size_t(36 * 2));
+  EXPECT_THROW(PowerSgd({{0, {8, 36}}}, 300, 2, 1), hetrain::Error);  // does not cover the buffer
+}
+
+// Σ_r b_r/B·g_r has rank one here: after two steps (the first Q is random, the second is warm) the
+// factored sum equals the weighted sum within float rounding; the whole parameters are exact every step.
+TEST(PowerSgd, LowRankSumComesBackWholeAndAlike) {
+  World& w = World::init(nullptr, nullptr);
+  MpiCommunicator comm(w.comm());
+  PowerSgd p(kParams, kCount, 2, 7);
+  std::vector<double> want(kCount, 0.0);
+  for (int r = 0; r < w.size(); ++r) {
+    const std::vector<float> g = gradient(r);
+    for (int64_t i = 0; i < kCount; ++i) want[size_t(i)] += double(g[size_t(i)]) * weight_of(r, w.size());
+  }
+  for (int step = 0; step < 2; ++step) {
+    std::vector<float> g = gradient(w.rank());
+    p.reduce(comm, g.data(), weight_of(w.rank(), w.size()), w.size());
+    EXPECT_TRUE(same_on_every_rank(w.comm(), g)) << "step " << step;
+    int64_t whole_wrong = 0;
+    for (int64_t i = 288; i < kCount; ++i) whole_wrong += double(g[size_t(i)]) != want[size_t(i)];
+    EXPECT_EQ(whole_wrong, 0) << "step " << step;
+    double worst = 0, scale = 0;
+    for (int64_t i = 0; i < 288; ++i) {
+      worst = std::max(worst, std::fabs(double(g[size_t(i)]) - want[size_t(i)]));
+      scale = std::max(scale, std::fabs(want[size_t(i)]));
+    }
+    EXPECT_LT(worst, 1e-5 * scale) << "step " << step;
+  }
+}
+
+// A full-rank gradient, the same every step: each step's error feedback owes exactly what its
+// approximation missed (Σ_r e_r = Σ_r M_r − A), and the mean of the applied updates converges to the
+// true weighted sum G although each step sends only rank 1 of it.
+TEST(PowerSgd, ErrorFeedbackCatchesUp) {
+  World& w = World::init(nullptr, nullptr);
+  MpiCommunicator comm(w.comm());
+  PowerSgd p(kParams, kCount, 1, 3);
+  auto full_rank = [](int rank) {
+    std::vector<float> g(kCount);
+    for (int64_t i = 0; i < kCount; ++i) g[size_t(i)] = std::sin(float(i * (rank + 2)) * 0.37f);
+    return g;
+  };
+  std::vector<double> G(kCount, 0.0);
+  for (int r = 0; r < w.size(); ++r) {
+    const std::vector<float> g = full_rank(r);
+    for (int64_t i = 0; i < kCount; ++i) G[size_t(i)] += double(g[size_t(i)]) * weight_of(r, w.size());
+  }
+  std::vector<double> applied(kCount, 0.0);
+  double first_gap = 0, last_gap = 0;
+  const int steps = 60;
+  for (int step = 1; step <= steps; ++step) {
+    std::vector<float> owed_before = p.error();
+    MPI_Allreduce(MPI_IN_PLACE, owed_before.data(), int(kCount), MPI_FLOAT, MPI_SUM, w.comm());
+    std::vector<float> g = full_rank(w.rank());
+    p.reduce(comm, g.data(), weight_of(w.rank(), w.size()), w.size());
+    std::vector<float> owed = p.error();
+    MPI_Allreduce(MPI_IN_PLACE, owed.data(), int(kCount), MPI_FLOAT, MPI_SUM, w.comm());
+    // Σ M_r = G + Σ e_r(before); the new Σ e_r must equal Σ M_r − A (A is in g now).
+    double worst = 0;
+    for (int64_t i = 0; i < 288; ++i)
+      worst = std::max(worst, std::fabs(G[size_t(i)] + owed_before[size_t(i)] - g[size_t(i)] - owed[size_t(i)]));
+    EXPECT_LT(worst, 1e-4) << "step " << step;
+    double gap = 0, norm = 0;
+    for (int64_t i = 0; i < 288; ++i) {
+      applied[size_t(i)] += g[size_t(i)];
+      gap += std::pow(applied[size_t(i)] / step - G[size_t(i)], 2);
+      norm += G[size_t(i)] * G[size_t(i)];
+    }
+    gap = std::sqrt(gap / norm);
+    if (step == 1) first_gap = gap;
+    last_gap = gap;
+  }
+  EXPECT_GT(first_gap, 0.3) << "rank 1 of a full-rank 8×36 matrix should miss much of it in one step";
+  EXPECT_LT(last_gap, 0.1 * first_gap) << "the mean update does not catch up with the gradient";
+}
