@@ -19,4 +19,6 @@
 #include "hetrain/dist/communicator.hpp"
 #include "hetrain/dist/elastic.hpp"
 #include "hetrain/dist/emulate.hpp"
+#include "hetrain/dist/powersgd.hpp"
+#include "hetrain/dist/wire.hpp"
 #include "hetrain/dist/world.hpp"

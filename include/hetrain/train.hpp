@@ -86,6 +86,8 @@ struct TrainConfig {
   double bucket_mb = 25;            // sync: gradient buckets of about this many MiB reduced during backward; 0 = one after
   std::string hierarchical = "auto";  // auto | on | off: reduce inside nodes first, then across (docs/architecture.md)
   std::string reduce_precision = "fp32";  // fp32 | bf16 | fp16: what gradients cross between ranks as (dist/wire.hpp)
+  std::string compress = "none";    // none | powersgd:R: low-rank gradient compression (dist/powersgd.hpp)
+  int64_t compress_start = 0;       // --compress applies from this step on; the steps before reduce whole
 
   // checkpoints and resume (docs/checkpoint-format.md)
   std::string checkpoint_dir;       // where rank 0 writes checkpoint-SSSSSSSS.h5; empty = no checkpoints

@@ -110,7 +110,7 @@ const ModeOption kModeOptions[] = {
     {"groups", {"hybrid"}},         {"elastic-alpha", {"async", "hybrid"}}, {"elastic-every", {"async", "hybrid"}},
     {"local-batch", {"async", "hybrid"}}, {"balance", {"sync", "hybrid"}}, {"rebalance-every", {"sync", "hybrid"}},
     {"split", {"sync"}},            {"stop-at-step", {"sync"}},             {"bucket-mb", {"sync"}},
-    {"reduce-precision", {"sync"}},
+    {"reduce-precision", {"sync"}},   {"compress", {"sync"}},                 {"compress-start", {"sync"}},
 };
 
 void refuse_options_of_other_modes(const po::options_description& opts, const po::variables_map& vm,
@@ -273,6 +273,13 @@ po::options_description distribution_options(TrainConfig& c) {
        "what gradients cross between ranks as: fp32 | bf16 | fp16 = each rank's weighted gradient rounded to 16 "
        "bits, summed in FP32 and rounded once more: half the bytes on the wire, the update and weights stay FP32 "
        "(fp16 overflows above 65504; docs/architecture.md, \"16-bit transport\")")
+      ("compress", po::value(&c.compress)->default_value("none"),
+       "none | powersgd:R = send each weight matrix's gradient as rank-R factors with error feedback (PowerSGD, "
+       "as PyTorch DDP's hook; biases and batch norm whole), after backward instead of in buckets: far fewer "
+       "bytes for slow links (CPU ranks; docs/architecture.md, \"PowerSGD\")")
+      ("compress-start", po::value(&c.compress_start)->default_value(0),
+       "--compress from step K on; the steps before reduce whole gradients (a warm-up, as PowerSGD's authors "
+       "advise: about a tenth of the run)")
       ("emulate-speed", po::value(&c.emulate_speed),
        "EMULATE unequal ranks: relative speeds in (0,1], one per rank (rank r sleeps (1/s-1)x the time its device "
        "computed: CPU time on a CPU rank; the first step and steps that build kernels are not emulated)")

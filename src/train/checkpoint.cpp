@@ -85,9 +85,17 @@ std::vector<TensorEntry> tensor_entries(const nn::ParamBuffer& layout, const Che
       ema_buffers.push_back({"ema/buffers", s.name, s.shape, false, t.ema_states.data() + s.offset,
                              fill ? fill->ema_states.data() + s.offset : nullptr});
   }
+  // PowerSGD's state, last: "error" then "q", in byte order like every group.
+  std::vector<TensorEntry> powersgd;
+  if (t.has_powersgd()) {
+    powersgd.push_back({"powersgd", "error", {t.powersgd_rows, layout.count()}, false, t.powersgd_error.data(),
+                        fill ? fill->powersgd_error.data() : nullptr});
+    powersgd.push_back({"powersgd", "q", {int64_t(t.powersgd_q.size())}, false, t.powersgd_q.data(),
+                        fill ? fill->powersgd_q.data() : nullptr});
+  }
   auto by_name = [](const TensorEntry& a, const TensorEntry& b) { return a.name < b.name; };
   std::vector<TensorEntry> all;
-  for (auto* group : {&params, &buffers, &momentum, &ema_params, &ema_buffers}) {
+  for (auto* group : {&params, &buffers, &momentum, &ema_params, &ema_buffers, &powersgd}) {
     std::sort(group->begin(), group->end(), by_name);
     all.insert(all.end(), group->begin(), group->end());
   }
@@ -285,6 +293,7 @@ void write_objects(hid_t file, const std::string& tmp, const CheckpointInfo& inf
   std::vector<const char*> groups = {"parameters", "buffers", "optimizer", "optimizer/momentum_buffer", "schedule",
                                      "balancer"};
   if (t.has_ema()) groups.insert(groups.end(), {"ema", "ema/parameters", "ema/buffers"});
+  if (t.has_powersgd()) groups.push_back("powersgd");
   for (const char* g : groups)
     make_group(file, g);
   for (const TensorEntry& e : entries) write_tensor(file, e);
@@ -326,6 +335,10 @@ void write_objects(hid_t file, const std::string& tmp, const CheckpointInfo& inf
     Id ema(H5Gopen2(file, "ema", H5P_DEFAULT));
     h5::write_int_attr(ema, "updates", t.ema_updates, H5T_STD_I64LE);
   }
+  if (t.has_powersgd()) {
+    Id psgd(H5Gopen2(file, "powersgd", H5P_DEFAULT));
+    h5::write_int_attr(psgd, "rank", t.powersgd_rank, H5T_STD_I64LE);
+  }
   Id bal(H5Gopen2(file, "balancer", H5P_DEFAULT));
   write_array(bal, "split", info.split, H5T_STD_I64LE, H5T_NATIVE_INT64);
   write_array(bal, "alpha", info.alpha, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE);
@@ -366,6 +379,8 @@ void write_checkpoint(const std::string& path, const CheckpointInfo& info, const
   HT_CHECK(!t.has_ema() || (int64_t(t.ema_values.size()) == layout.count() &&
                             int64_t(t.ema_states.size()) == layout.state_count()),
            "internal: the checkpoint's weight average does not match the model");
+  HT_CHECK(!t.has_powersgd() || int64_t(t.powersgd_error.size()) == t.powersgd_rows * layout.count(),
+           "internal: the checkpoint's PowerSGD error does not match the model");
   const std::vector<TensorEntry> entries = tensor_entries(layout, t, nullptr);
   std::vector<char> image;
   {
@@ -471,6 +486,25 @@ CheckpointTensors read_checkpoint_tensors(const std::string& path, const nn::Par
     t.ema_states.resize(size_t(layout.state_count()));
     Id ema(H5Gopen2(file, "ema", H5P_DEFAULT));
     t.ema_updates = h5::read_int_attr(ema, "updates", path);
+  }
+  if (H5Lexists(file, "powersgd", H5P_DEFAULT) > 0) {  // a --compress powersgd:R run's
+    Id psgd(H5Gopen2(file, "powersgd", H5P_DEFAULT));
+    t.powersgd_rank = h5::read_int_attr(psgd, "rank", path);
+    // The sizes come from the datasets; read_tensor then checks their shapes and types like any other.
+    auto dims_of = [&](const char* name, int ndims) {
+      HT_CHECK(H5Lexists(psgd, name, H5P_DEFAULT) > 0, path, ": missing dataset '/powersgd/", name, "'");
+      Id d(H5Dopen2(psgd, name, H5P_DEFAULT));
+      Id space(d.valid() ? H5Dget_space(d) : -1);
+      HT_CHECK(space.valid() && H5Sget_simple_extent_ndims(space) == ndims, path, ": /powersgd/", name, " is not ",
+               ndims, "-dimensional");
+      std::vector<hsize_t> dims(static_cast<size_t>(ndims));
+      H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+      return dims;
+    };
+    t.powersgd_q.resize(size_t(dims_of("q", 1)[0]));
+    t.powersgd_rows = int64_t(dims_of("error", 2)[0]);
+    HT_CHECK(t.powersgd_rows >= 1, path, ": /powersgd/error has no rows");
+    t.powersgd_error.resize(size_t(t.powersgd_rows * layout.count()));
   }
   const std::vector<TensorEntry> entries = tensor_entries(layout, t, &t);
   for (const TensorEntry& e : entries) read_tensor(file, e, path);

@@ -51,6 +51,12 @@ struct CheckpointTensors {
   std::vector<float> ema_values, ema_states;
   int64_t ema_updates = 0;
   bool has_ema() const { return !ema_values.empty(); }
+  // --compress powersgd:R runs (dist::PowerSgd): the factors Q of the warm start, and every rank's error
+  // feedback, a row of params.count() per rank of the run that wrote it ([powersgd_rows, count]); empty
+  // otherwise.
+  std::vector<float> powersgd_q, powersgd_error;
+  int64_t powersgd_rank = 0, powersgd_rows = 0;
+  bool has_powersgd() const { return !powersgd_error.empty(); }
 };
 
 // Writes `path` atomically: PATH.tmp-PID in the same folder, flushed and fsync'ed, renamed, folder fsync'ed.

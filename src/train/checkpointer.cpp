@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 
 #include "hetrain/error.hpp"
@@ -76,10 +78,35 @@ void Checkpointer::written(const std::string& path, int64_t step, Clock::time_po
   }
 }
 
+namespace {
+// Collective: every rank's `mine` (the same length everywhere) as the rows of one array on rank 0 (empty
+// elsewhere), in pieces whose MPI counts fit an int.
+std::vector<float> gather_rows(MPI_Comm comm, const std::vector<float>& mine) {
+  int rank = 0, size = 1;
+  HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  HT_MPI_CHECK(MPI_Comm_size(comm, &size));
+  const size_t n = mine.size();
+  std::vector<float> rows(rank == 0 ? n * size_t(size) : 0), piece;
+  const size_t chunk = std::max<size_t>(1, size_t(INT_MAX) / size_t(size));
+  for (size_t off = 0; off < n; off += chunk) {
+    const size_t c = std::min(chunk, n - off);
+    if (rank == 0) piece.resize(c * size_t(size));
+    HT_MPI_CHECK(MPI_Gather(mine.data() + off, int(c), MPI_FLOAT, piece.data(), int(c), MPI_FLOAT, 0, comm));
+    if (rank == 0)
+      for (int r = 0; r < size; ++r) std::copy_n(piece.data() + size_t(r) * c, c, rows.data() + size_t(r) * n + off);
+  }
+  return rows;
+}
+}  // namespace
+
 std::string Checkpointer::write(const CheckpointInfo& info, const nn::ParamBuffer& params, optim::Sgd& sgd,
-                                dist::StepArrival& meet, int64_t step, optim::WeightAverage* ema) {
+                                dist::StepArrival& meet, int64_t step, optim::WeightAverage* ema,
+                                const dist::PowerSgd* powersgd) {
   const auto start = Clock::now();
   const std::string path = checkpoint_path(dir_, info.global_step);
+  // Every rank's error feedback (dist/powersgd.hpp), a row per rank on rank 0.
+  std::vector<float> owed;
+  if (powersgd) owed = gather_rows(world_.comm(), powersgd->error());
   std::string problem;
   if (world_.rank() == 0)
     problem = dist::capture_problem([&] {
@@ -92,6 +119,12 @@ std::string Checkpointer::write(const CheckpointInfo& info, const nn::ParamBuffe
         t.ema_values = host_copy(ema->values());
         t.ema_states = host_copy(ema->states());
         t.ema_updates = ema->updates();
+      }
+      if (powersgd) {
+        t.powersgd_error = std::move(owed);
+        t.powersgd_rows = world_.size();
+        t.powersgd_q = powersgd->q();
+        t.powersgd_rank = powersgd->rank();
       }
       write_file(path, info, params, t);
     });

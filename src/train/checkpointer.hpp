@@ -29,9 +29,11 @@ class Checkpointer {
   // Collective. Rank 0 writes checkpoint `info.global_step` and prunes old ones while the others wait in
   // `meet` (at `step`), which names a rank that does not come (rank 0 stalled in the write, or another one
   // stopped); every rank throws AgreedError when the write failed. Returns the path written. `ema`: the
-  // run's moving average of the weights, written beside the model (null: none).
+  // run's moving average of the weights, written beside the model (null: none). `powersgd`: the run's
+  // compression state; its error feedback is first summed over the ranks (a collective of every rank).
   std::string write(const CheckpointInfo& info, const nn::ParamBuffer& params, optim::Sgd& sgd,
-                    dist::StepArrival& meet, int64_t step, optim::WeightAverage* ema = nullptr);
+                    dist::StepArrival& meet, int64_t step, optim::WeightAverage* ema = nullptr,
+                    const dist::PowerSgd* powersgd = nullptr);
   // Rank 0 alone, while the other ranks train on (the asynchronous modes' mid-run checkpoints of the
   // center): writes `tensors` as checkpoint `info.global_step` and prunes old ones. A failure throws on
   // rank 0 only, which ends the job (earlier checkpoints stay intact).

@@ -28,7 +28,7 @@ std::string TrainConfig::canonical() const {
      << "\nrebalance_every=" << rebalance_every << "\nmax_local_batch=" << max_local_batch
      << "\nemulate_speed=" << emulate_speed << "\nemulate_schedule=" << emulate_schedule
      << "\nsplit=" << fixed_split << "\nbucket_mb=" << bucket_mb << "\nhierarchical=" << hierarchical
-     << "\nreduce_precision=" << reduce_precision
+     << "\nreduce_precision=" << reduce_precision << "\ncompress=" << compress << "\ncompress_start=" << compress_start
      << "\ndebug_consistency=" << debug_consistency
      << "\ncheckpoint_every=" << checkpoint_every << "\ncheckpoint_minutes=" << checkpoint_minutes
      << "\nkeep_checkpoints=" << keep_checkpoints << "\nresume=" << resume << "\ninit_from=" << init_from << "\nstall_timeout=" << stall_timeout

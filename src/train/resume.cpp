@@ -165,11 +165,17 @@ bool broadcast_checkpoint(MPI_Comm comm, bool has, CheckpointTensors& t, int64_t
   int flag = has ? 1 : 0;
   HT_MPI_CHECK(MPI_Bcast(&flag, 1, MPI_INT, 0, comm));
   if (!flag) return false;
-  int64_t head[4] = {global_step, t.num_batches_tracked, t.has_ema() ? 1 : 0, t.ema_updates};
-  HT_MPI_CHECK(MPI_Bcast(head, 4, MPI_INT64_T, 0, comm));
+  int64_t head[7] = {global_step, t.num_batches_tracked, t.has_ema() ? 1 : 0, t.ema_updates, t.powersgd_rank,
+                     int64_t(t.powersgd_q.size()), t.powersgd_rows};
+  HT_MPI_CHECK(MPI_Bcast(head, 7, MPI_INT64_T, 0, comm));
   global_step = head[0];
   t.num_batches_tracked = head[1];
   t.ema_updates = head[3];
+  // PowerSGD: every rank gets Q and the number of error rows; the rows stay on rank 0, which hands them
+  // out (train/setup.cpp, restore_compression).
+  t.powersgd_rank = head[4];
+  t.powersgd_q.resize(size_t(head[5]));
+  t.powersgd_rows = head[6];
   t.values.resize(size_t(layout.count()));
   t.momentum.resize(size_t(layout.count()));
   t.states.resize(size_t(layout.state_count()));
@@ -179,6 +185,7 @@ bool broadcast_checkpoint(MPI_Comm comm, bool has, CheckpointTensors& t, int64_t
     t.ema_states.resize(size_t(layout.state_count()));
     sent.insert(sent.end(), {&t.ema_values, &t.ema_states});
   }
+  if (head[4] > 0) sent.push_back(&t.powersgd_q);
   for (std::vector<float>* v : sent) {
     constexpr size_t kChunk = size_t(1) << 30;  // MPI counts are ints
     for (size_t off = 0; off < v->size(); off += kChunk)

@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -240,6 +241,8 @@ Mode check_options(const TrainConfig& cfg, int ranks) {
   if (mode == Mode::Hybrid) parse_groups(cfg.groups, ranks);
   dist::bucket_floats(cfg.bucket_mb);     // throws for a bad --bucket-mb
   dist::parse_wire(cfg.reduce_precision);  // throws for a bad --reduce-precision
+  dist::parse_compress_rank(cfg.compress);  // throws for a bad --compress
+  HT_CHECK(cfg.compress_start >= 0, "--compress-start must be a step >= 0, got ", cfg.compress_start);
   dist::parse_hierarchy(cfg.hierarchical);  // throws for a bad --hierarchical
   return mode;
 }
@@ -404,6 +407,52 @@ void build_optimizer(const TrainConfig& cfg, Setup& s) {
   s.sgd = std::make_unique<optim::Sgd>(s.model->params(), oc);
 }
 
+// Collective. A resumed --compress run continues the checkpoint's factors and error feedback: on as many
+// ranks as wrote it, each rank takes its own row (the run goes on bit for bit); on another number, rank 0
+// takes the rows' sum and the others none, which owes the next steps the same total (dist/powersgd.hpp).
+// A checkpoint without PowerSGD state of this rank starts afresh, with a note.
+void restore_compression(const TrainConfig& cfg, Setup& s, const CheckpointTensors* resumed, const dist::World& world) {
+  if (!resumed) return;
+  dist::PowerSgd& p = *s.powersgd;
+  if (resumed->powersgd_rank != p.rank() || resumed->powersgd_q.size() != p.q().size()) {
+    s.notes.push_back("resume: the checkpoint has no PowerSGD state of rank " + std::to_string(p.rank()) +
+                      ": --compress " + cfg.compress + " starts with fresh factors and no owed error");
+    return;
+  }
+  p.q() = resumed->powersgd_q;
+  const size_t n = p.error().size();
+  const int64_t rows = resumed->powersgd_rows;
+  if (rows != world.size()) {
+    if (world.rank() == 0)
+      for (int64_t r = 0; r < rows; ++r)
+        for (size_t i = 0; i < n; ++i) p.error()[i] += resumed->powersgd_error[size_t(r) * n + i];
+    s.notes.push_back("resume: the PowerSGD error feedback of the checkpoint's " + std::to_string(rows) +
+                      " ranks is carried on by rank 0 (their sum is what the next steps owe)");
+    return;
+  }
+  const size_t chunk = std::max<size_t>(1, size_t(INT_MAX) / size_t(world.size()));
+  std::vector<float> piece;
+  for (size_t off = 0; off < n; off += chunk) {
+    const size_t c = std::min(chunk, n - off);
+    if (world.rank() == 0) {
+      piece.resize(c * size_t(world.size()));
+      for (int r = 0; r < world.size(); ++r)
+        std::copy_n(resumed->powersgd_error.data() + size_t(r) * n + off, c, piece.data() + size_t(r) * c);
+    }
+    HT_MPI_CHECK(MPI_Scatter(piece.data(), int(c), MPI_FLOAT, p.error().data() + off, int(c), MPI_FLOAT, 0,
+                             world.comm()));
+  }
+}
+
+// --compress powersgd:R: the plan over the model's parameters (the same on every rank).
+void build_compression(const TrainConfig& cfg, Setup& s) {
+  const int rank = dist::parse_compress_rank(cfg.compress);
+  if (rank == 0) return;
+  std::vector<dist::PowerSgd::Param> params;
+  for (const nn::ParamSpec& p : s.model->params().specs()) params.push_back({p.offset, p.shape});
+  s.powersgd = std::make_unique<dist::PowerSgd>(params, s.model->params().count(), rank, cfg.seed);
+}
+
 // Rank 0 reads the checkpoint to resume from (make_setup hands it to every rank) and finds which of the
 // folder's checkpoints this run continues (the only ones it may prune).
 void choose_resume(const TrainConfig& cfg, Setup& s) {
@@ -467,6 +516,7 @@ Setup build_locally(const TrainConfig& cfg, dist::World& world) {
   prepare_output_folders(cfg, world, s);
   open_data(cfg, world.size(), s);
   build_model(cfg, s);
+  build_compression(cfg, s);
   build_optimizer(cfg, s);
   if (world.rank() == 0) choose_resume(cfg, s);
   s.emulator = dist::SpeedEmulator(cfg.emulate_speed, cfg.emulate_schedule, world.size());
@@ -619,7 +669,7 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
       s.notes.push_back(std::string("precision: --precision ") + precision_name(cfg.precision) +
                         " applies to GPU ranks; this job has none, so it computes in FP32");
   }
-  const bool overlapped = s.mode == Mode::Sync && cfg.bucket_mb > 0;
+  const bool overlapped = s.mode == Mode::Sync && cfg.bucket_mb > 0;  // with --compress: before --compress-start
   dist::Hierarchy hierarchy = dist::parse_hierarchy(cfg.hierarchical);
   // auto leaves started buckets flat: their three hierarchical stages advance only between layers, and that
   // exposed 38-40% of the step against 3-11% flat (docs/architecture.md, Gradient reduction).
@@ -630,6 +680,15 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
   // The backend is the same on every rank (make_gradient_communicator chose it collectively): all refuse alike.
   HT_CHECK(s.comm->carries(s.wire), "--reduce-precision ", dist::wire_name(s.wire), ": the ", s.comm->name(),
            " reduction of this job has no 16-bit transport yet (use --reduce-precision fp32)");
+  if (s.powersgd) {
+    int gpu_ranks = s.device_kind == Device::CUDA ? 1 : 0;
+    HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &gpu_ranks, 1, MPI_INT, MPI_SUM, world.comm()));
+    HT_CHECK(gpu_ranks == 0, "--compress ", cfg.compress, ": PowerSGD runs on CPU ranks only so far, and ", gpu_ranks,
+             " rank(s) of this job train on a GPU (use --device cpu, or drop --compress)");
+    restore_compression(cfg, s, resumed ? &tensors : nullptr, world);
+  } else if (resumed && tensors.powersgd_rank > 0) {
+    s.notes.push_back("resume: the checkpoint's PowerSGD state is dropped (no --compress): its owed error is not applied");
+  }
   if (overlapped) {
     const nn::ParamBuffer& params = s.model->params();
     std::vector<int64_t> begins;

@@ -38,6 +38,7 @@ struct Setup {
   std::unique_ptr<optim::WeightAverage> ema;  // --ema-decay: the moving average of the weights (sync mode)
   std::unique_ptr<dist::Communicator> comm;
   dist::Wire wire = dist::Wire::FP32;  // --reduce-precision: what the gradients cross between ranks as
+  std::unique_ptr<dist::PowerSgd> powersgd;  // --compress powersgd:R (from step --compress-start)
   std::unique_ptr<dist::BucketedReduction> buckets;  // sync with --bucket-mb > 0: reduced during backward (uses comm)
   std::unique_ptr<dist::Balancer> balancer;  // null with a fixed split
   dist::BalanceConfig balance_config;        // what the balancer was built from (caps are merged later)

@@ -156,7 +156,7 @@ class SyncMode final : public TrainingMode {
     const BackwardScale scale = backward_scale(s_, world_.rank(), plan.global_step);
     const LocalOutcome local = compute(plan, scale, mine);
     flags = agree(plan, mine);
-    const Totals step_totals = reduce(local, plan.local_samples(), reduction_weight(plan, scale), mine);
+    const Totals step_totals = reduce(local, plan.global_step, plan.local_samples(), reduction_weight(plan, scale), mine);
     // fp16: a step with NaN/Inf is skipped on every rank alike (they all saw the same reduced gradient).
     const bool skipped =
         skip_for_overflow(s_.loss_scaler, int64_t(step_totals.nonfinite / world_.size()),
@@ -236,7 +236,7 @@ class SyncMode final : public TrainingMode {
       const bool last = k + 1 == count;
       const StepInput in = k == 0 ? std::move(first) : take_batch(b, inner_wait);
       set_batch_norm_step(s_, b, base / double(m.size) / scale.rank_scale);
-      if (last && s_.buckets) s_.buckets->begin(s_.model->params().grads().data(), reduction_weight(plan, scale));
+      if (last && bucketed(plan.global_step)) s_.buckets->begin(s_.model->params().grads().data(), reduction_weight(plan, scale));
       const float loss_scale = count == 1 || b == 0 ? scale.loss_scale : float(scale.loss_scale * (double(b) / base));
       // On a GPU, while this micro-batch computes there, the next one (requested long ago) is taken from the
       // reader and uploaded into the other slot; the wait for it counts as data wait, not compute.
@@ -247,13 +247,13 @@ class SyncMode final : public TrainingMode {
         data::Batch next = s_.train->next();
         inner_wait += seconds_since(wait_start);
         staged_ = s_.input->upload(next);
-      }, last ? grads_final_hook() : nn::GradsFinal(), loss_scale, /*accumulate=*/k > 0);
+      }, last ? grads_final_hook(plan.global_step) : nn::GradsFinal(), loss_scale, /*accumulate=*/k > 0);
       total.loss_sum += o.loss_sum;
       total.correct += o.correct;
     }
     // Every rank starts every bucket before the agreement, also a rank with b_r = 0 (it ran no backward).
     auto exposed_start = Clock::now();
-    if (s_.buckets) s_.buckets->start_rest();
+    if (bucketed(plan.global_step)) s_.buckets->start_rest();
     mine.exposed = seconds_since(exposed_start);
     // The balancer counts the steps of this process: a resumed run calibrates again (its ranks, their
     // devices and their load may have changed). Set-up steps are no sample of the rank's speed. It fits the
@@ -287,10 +287,12 @@ class SyncMode final : public TrainingMode {
   // The weighted reduction of the gradients, then the step's totals. The reduced gradient is the same on
   // every rank; counting its NaN/Inf values rides on the totals' reduction, so every rank stops at the
   // same step with the same message.
-  Totals reduce(const LocalOutcome& local, int64_t samples, double weight, StepTimes& mine) {
+  Totals reduce(const LocalOutcome& local, int64_t step, int64_t samples, double weight, StepTimes& mine) {
     nn::ParamBuffer& params = s_.model->params();
     auto comm_start = Clock::now();
-    if (s_.buckets)
+    if (compressed(step))
+      s_.powersgd->reduce(*s_.comm, params.grads().data(), weight, world_.size(), s_.wire);
+    else if (s_.buckets)
       s_.buckets->finish();
     else
       s_.comm->weighted_allreduce(params.grads().data(), params.count(), weight, s_.wire);
@@ -333,8 +335,12 @@ class SyncMode final : public TrainingMode {
     return rec;
   }
 
-  nn::GradsFinal grads_final_hook() {
-    if (!s_.buckets) return {};
+  // --compress from --compress-start on: PowerSGD after backward, in place of the buckets.
+  bool compressed(int64_t step) const { return s_.powersgd && step >= cfg_.compress_start; }
+  bool bucketed(int64_t step) const { return s_.buckets && !compressed(step); }
+
+  nn::GradsFinal grads_final_hook(int64_t step) {
+    if (!bucketed(step)) return {};
     return [this](int64_t first_final) { s_.buckets->grads_final(first_final); };
   }
 
@@ -369,7 +375,7 @@ class SyncMode final : public TrainingMode {
       for (size_t r = 0; r < models.size() && r < info.alpha.size(); ++r)
         info.alpha[r] = models[r].alpha, info.beta[r] = models[r].beta;
     }
-    checkpointer_.write(info, s_.model->params(), *s_.sgd, *s_.arrival, steps_done - 1, s_.ema.get());
+    checkpointer_.write(info, s_.model->params(), *s_.sgd, *s_.arrival, steps_done - 1, s_.ema.get(), s_.powersgd.get());
   }
 
  private:

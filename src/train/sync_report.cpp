@@ -164,6 +164,18 @@ std::string SyncReport::val_text(double headline) const {
 }
 
 std::string SyncReport::buckets_text() const {
+  if (s_.powersgd) {
+    const dist::PowerSgd& p = *s_.powersgd;
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "PowerSGD rank %d after backward%s: %lld weight matrices (%.1f%% of the parameters) as factors, "
+                  "%lld floats a step instead of %lld (1/%.0f)%s",
+                  p.rank(), cfg_.compress_start > 0 ? (" from step " + std::to_string(cfg_.compress_start)).c_str() : "",
+                  (long long)p.compressed_matrices(), 100.0 * double(p.compressed_floats()) / double(p.count()),
+                  (long long)p.floats_sent(), (long long)p.count(), double(p.count()) / double(p.floats_sent()),
+                  cfg_.compress_start > 0 ? (s_.buckets ? "; whole before, in buckets" : "; whole before") : "");
+    return buf;
+  }
   if (!s_.buckets) return "one after backward (--bucket-mb 0)";
   char buf[160];
   std::snprintf(buf, sizeof buf, "%zu bucket(s) of about %g MiB %s", s_.buckets->buckets().size(), cfg_.bucket_mb,
