@@ -4,14 +4,14 @@
 # the machine may be shared. See bench/README.md.
 #
 #   bench/run.sh [train] [reader] [hetero] [checkpoint] [modes] [overlap] [stragglers] [detect] [detect_hetero]
-#                [balance_sim] [bn_modes] [detect_recipe] [jpeg]   default: all thirteen
+#                [balance_sim] [bn_modes] [detect_recipe] [jpeg] [compress] [peak]   default: all fifteen
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
 BIN=build/bin
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 CORES=$(getconf _NPROCESSORS_ONLN)
-SECTIONS=${*:-train reader hetero checkpoint modes overlap stragglers detect detect_hetero balance_sim bn_modes detect_recipe jpeg}
+SECTIONS=${*:-train reader hetero checkpoint modes overlap stragglers detect detect_hetero balance_sim bn_modes detect_recipe jpeg compress peak}
 TMP=$(mktemp -d /tmp/hetrain-bench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -205,6 +205,46 @@ balance_sim() {
     echo "   plot skipped: $PY cannot draw it (matplotlib)"
 }
 
+# ------------------------------------------------------------------------------------------------ 15
+# The CPU step against the node's measured FP32 peak (docs/cpu-performance.md, "Against the machine's peak").
+peak() {
+  echo
+  echo "== 15. the training step against the machine's measured FP32 peak"
+  if [ ! -x "$BIN/bench_fma_peak" ] || [ ! -x "$BIN/bench_train_step" ]; then
+    echo "   skipped: $BIN/bench_fma_peak or $BIN/bench_train_step is not built"; return
+  fi
+  local p peak1 peak2
+  p=$("$BIN/bench_fma_peak" --threads 2) || { echo "   bench_fma_peak failed"; return; }
+  sed 's/^/   /' <<<"$p"
+  peak1=$(grep -E "^isa=$(field isa "$(grep '^peak' <<<"$p")") threads=1 " <<<"$p" | sed -n 's/.*gflops=\([^ ]*\).*/\1/p')
+  peak2=$(grep -E "^isa=$(field isa "$(grep '^peak' <<<"$p")") threads=2 " <<<"$p" | sed -n 's/.*gflops=\([^ ]*\).*/\1/p')
+  printf "%-9s %-10s %5s %7s  %12s %10s %10s %9s\n" model input batch threads "samples/s" "GFLOP/step" "GFLOP/s" "of peak"
+  local configs=("lenet 1 28 64 3 40 10" "resnet20 3 32 128 1 4 20" "resnet18 3 32 64 1 4 20" "resnet50 3 224 8 1 3 30")
+  for cfg in "${configs[@]}"; do
+    read -r model ch size batch warmup steps cap <<<"$cfg"
+    for t in 1 2; do
+      local h pk
+      h=$("$BIN/bench_train_step" --model "$model" --channels "$ch" --size "$size" --batch "$batch" --threads "$t" \
+          --warmup "$warmup" --steps "$steps" --max-seconds "$cap" 2>&1 | grep impl=) || { echo "   $model/$t: failed"; continue; }
+      pk=$([ "$t" = 1 ] && echo "$peak1" || echo "$peak2")
+      printf "%-9s %-10s %5s %7s  %12.2f %10.3f %10.1f %8.1f%%\n" "$model" "${ch}x${size}x${size}" "$batch" "$t" \
+        "$(field samples_per_s "$h")" "$(field gflop_per_step "$h")" "$(field gflops "$h")" \
+        "$(calc "100*$(field gflops "$h")/${pk:-0}")"
+    done
+  done
+  echo "   GFLOP/step = the convolutions' and dense layers' multiply-adds x 2 of one step, forward and backward"
+  echo "   (counted from the shapes the ops see; batch norm, activations, pooling, loss and SGD count as none);"
+  echo "   GFLOP/s = that x steps/s of the timed steps; of peak = against the same thread count's FMA peak above."
+  echo "   Where resnet50 224^2 b8's step goes at 2 threads (one profiled step, the 12 costliest layer shapes):"
+  "$BIN/bench_train_step" --model resnet50 --size 224 --batch 8 --threads 2 --warmup 1 --steps 2 --max-seconds 30 \
+      --profile 1 2>&1 | grep '^profile' | sort -t= -k4 -g -r | head -13 | "$PY" -c '
+import sys
+for line in sys.stdin:
+    f = dict(kv.split("=", 1) for kv in line.split()[1:])
+    print("   %-58s %5s calls %9.1f ms %6.1f%% %8.1f GFLOP/s" % (f["what"].replace("_", " "), f["calls"], float(f["ms"]),
+          100 * float(f["share"]), float(f["gflops"])))'
+}
+
 # ------------------------------------------------------------------------------------------------
 for s in $SECTIONS; do
   case $s in
@@ -221,7 +261,9 @@ for s in $SECTIONS; do
     bn_modes) echo; bench/bn_modes.sh ;;
     detect_recipe) echo; bench/detect_recipe.sh ;;
     jpeg) echo; bench/jpeg_data.sh ;;
-    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint, modes, overlap, stragglers, detect, detect_hetero, balance_sim, bn_modes, detect_recipe, jpeg)" >&2; exit 2 ;;
+    compress) echo; echo "== 14. compressed gradient exchange on slow links (bench/compress.sh)"; bench/compress.sh ;;
+    peak) peak ;;
+    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint, modes, overlap, stragglers, detect, detect_hetero, balance_sim, bn_modes, detect_recipe, jpeg, compress, peak)" >&2; exit 2 ;;
   esac
 done
 exit 0

@@ -7,6 +7,7 @@
 //
 //   bench_train_step --model resnet20 --size 32 --batch 128 --threads 1 --warmup 2 --steps 5 [--max-seconds S]
 //                    [--device cpu|cuda] [--precision fp32|tf32|bf16|fp16 | --tf32 0|1] [--cpu-conv auto|im2col]
+//                    [--profile 1]
 //   bench_train_step --model models/yolov5s.yaml --size 320 --batch 8 --classes 10 ...   (a detector)
 // A detector (a model file whose Detect head makes model->detect_head() non-null) has no logits: its step
 // uses a fixed objective instead of a loss, exactly as bench/yolov5_torch.py does on the PyTorch side —
@@ -15,7 +16,10 @@
 // says model=<the file's stem> and ends with rows=AxNO objective=fixed-grad. `--show 1` prints the file's
 // layer table (as `hetrain models --show`) for the given size and classes and exits, to set beside
 // bench/yolov5_torch.py --show.
-// Prints one line of key=value pairs that bench/run.sh (CPU) and scripts/gpu-check.sh (CUDA) collect.
+// Prints one line of key=value pairs that bench/run.sh (CPU) and scripts/gpu-check.sh (CUDA) collect. On
+// the CPU it also has gflop_per_step (one step's FLOPs, counted from the convolution and dense-layer shapes
+// of one more, profiled step: hetrain/op_profile.hpp) and gflops (that times the timed steps' rate);
+// --profile 1 then prints "profile what=SHAPE calls= ms= share= gflops=" per layer shape, and the rest.
 // --device cuda: the model on GPU 0 (cuDNN/cuBLAS/our kernels on the legacy default stream), the batch
 // uploaded once, the loss through cuda::softmax_xent_*; the clock is read after cuda::device_synchronize()
 // so the timed region holds finished GPU work. --precision is how the convolutions and dense layers multiply
@@ -41,6 +45,7 @@
 #include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/nn.hpp"
+#include "hetrain/op_profile.hpp"
 #include "hetrain/ops.hpp"
 #include "hetrain/optim.hpp"
 #include "hetrain/precision.hpp"
@@ -56,6 +61,7 @@ struct Options {
   hetrain::Precision precision = hetrain::Precision::FP32;  // cuda: how convolutions and dense layers multiply
   std::string cpu_conv = "auto";  // cpu: auto (oneDNN when built with it) or im2col (the twin, for comparison)
   int show = 0;                   // 1: print a model file's layer table and exit
+  int profile = 0;                // cpu: 1 = after the timed steps, one profiled step's table per layer shape
 };
 
 constexpr int kExitSkip = 3;  // --device cuda without a usable GPU (scripts report a skip, not a failure)
@@ -93,6 +99,7 @@ Options parse(int argc, char** argv) {
     }
     else if (key == "--cpu-conv") o.cpu_conv = v;
     else if (key == "--show") o.show = std::atoi(v);
+    else if (key == "--profile") o.profile = std::atoi(v);
     else HT_THROW("bench_train_step: unknown option ", key);
   }
   HT_CHECK(o.batch >= 1 && o.threads >= 1 && o.steps >= 1 && o.warmup >= 0, "bench_train_step: bad sizes");
@@ -229,11 +236,36 @@ int run_cpu(const Options& o) {
     sgd.step(model->params(), 0.01f);
   };
   const auto [done, seconds] = time_steps(o, step, [] {});
+  // One more step with the op profile on: the FLOPs of a step, counted from the shapes the convolutions and
+  // dense layers see (hetrain/op_profile.hpp), and where its time goes.
+  hetrain::ops::op_profile_reset();
+  hetrain::ops::set_op_profiling(true);
+  const auto profiled_start = std::chrono::steady_clock::now();
+  step();
+  const double profiled_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - profiled_start).count();
+  hetrain::ops::set_op_profiling(false);
+  double flops = 0, op_seconds = 0;
+  const std::vector<hetrain::ops::OpProfileRow> rows = hetrain::ops::op_profile();
+  for (const auto& r : rows) flops += r.flops, op_seconds += r.seconds;
 
   std::printf("impl=hetrain model=%s size=%d batch=%d threads=%d steps=%d params=%lld seconds=%.4f "
-              "samples_per_s=%.3f peak_mb=%.1f loss=%.4f conv=%s%s\n",
+              "samples_per_s=%.3f peak_mb=%.1f loss=%.4f conv=%s gflop_per_step=%.4f gflops=%.2f%s\n",
               model_label(o.model).c_str(), o.size, N, o.threads, done, (long long)model->param_count(), seconds,
-              double(N) * done / seconds, peak_rss_mib(), loss, hetrain::ops::cpu::cpu_conv_backend_name(), extra.c_str());
+              double(N) * done / seconds, peak_rss_mib(), loss, hetrain::ops::cpu::cpu_conv_backend_name(), flops * 1e-9,
+              flops * 1e-9 * done / seconds, extra.c_str());
+  if (o.profile) {
+    // what=… (spaces as '_') calls= ms= share= gflops=, then the step's remainder.
+    for (const auto& r : rows) {
+      std::string what = r.what;
+      for (char& c : what)
+        if (c == ' ') c = '_';
+      std::printf("profile what=%s calls=%lld ms=%.2f share=%.4f gflops=%.2f\n", what.c_str(), (long long)r.calls,
+                  r.seconds * 1e3, r.seconds / profiled_s, r.seconds > 0 ? r.flops * 1e-9 / r.seconds : 0.0);
+    }
+    std::printf("profile what=everything_else_(batch_norm,_activations,_pooling,_loss,_SGD) calls=1 ms=%.2f share=%.4f "
+                "gflops=0\n", (profiled_s - op_seconds) * 1e3, (profiled_s - op_seconds) / profiled_s);
+    std::printf("profile what=step calls=1 ms=%.2f share=1 gflops=%.2f\n", profiled_s * 1e3, flops * 1e-9 / profiled_s);
+  }
   return 0;
 }
 

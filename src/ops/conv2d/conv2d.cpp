@@ -2,6 +2,10 @@
 #include "ops/conv2d/conv2d.hpp"
 
 #include <atomic>
+#include <chrono>
+#include <string>
+
+#include "hetrain/op_profile.hpp"
 
 namespace hetrain::ops {
 
@@ -35,6 +39,19 @@ bool same_geom(const Conv2dGeom& a, const Conv2dGeom& b) {
          a.stride == b.stride && a.pad == b.pad;
 }
 float* data_or_null(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
+
+// hetrain/op_profile.hpp: one multiply-add per (output element, input channel, kernel tap).
+double conv_flops(const Conv2dGeom& g) {
+  return 2.0 * g.N * g.K * double(g.C) * g.R * g.S * g.P() * g.Q();
+}
+std::string conv_label(const Conv2dGeom& g, const char* pass) {
+  return "conv " + std::to_string(g.R) + "x" + std::to_string(g.S) + " s" + std::to_string(g.stride) + " " +
+         std::to_string(g.C) + "->" + std::to_string(g.K) + " @" + std::to_string(g.H) + "x" + std::to_string(g.W) +
+         " " + pass;
+}
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 }  // namespace
 
 HT_OP_IMPLEMENTATION(conv2d_impl, Device::CPU, make_cpu_conv);
@@ -72,7 +89,10 @@ void Conv2dOp::forward(const Tensor& y, const Tensor& x, const Tensor& w, const 
   check_shape("conv2d_forward", "output", y, {g.N, g.K, g.P(), g.Q()});
   if (b.defined()) check_shape("conv2d_forward", "bias", b, {g.K});
   const Device d = common_device("conv2d_forward", {&y, &x, &w, &b});
+  const bool profile = op_profiling();
+  const auto start = std::chrono::steady_clock::now();
   kernel_for(d, g, options).forward(y.data(), x.data(), w.data(), data_or_null(b));
+  if (profile) op_profile_add(conv_label(g, "forward"), seconds_since(start), conv_flops(g));
 }
 
 void Conv2dOp::backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy, const Tensor& x,
@@ -83,7 +103,11 @@ void Conv2dOp::backward(const Tensor& dx, const Tensor& dw, const Tensor& db, co
   if (dx.defined()) check_shape("conv2d_backward", "input gradient", dx, x.shape());
   if (db.defined()) check_shape("conv2d_backward", "bias gradient", db, {g.K});
   const Device d = common_device("conv2d_backward", {&dx, &dw, &db, &dy, &x, &w});
+  const bool profile = op_profiling();
+  const auto start = std::chrono::steady_clock::now();
   kernel_for(d, g, options).backward(data_or_null(dx), dw.data(), data_or_null(db), dy.data(), x.data(), w.data());
+  if (profile)
+    op_profile_add(conv_label(g, "backward"), seconds_since(start), conv_flops(g) * (dx.defined() ? 2.0 : 1.0));
 }
 
 }  // namespace hetrain::ops

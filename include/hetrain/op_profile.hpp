@@ -1,0 +1,31 @@
+// hetrain/op_profile.hpp — what the convolutions and dense layers compute and how long they take, per
+// layer shape (docs/cpu-performance.md, "Against the machine's peak"). Off by default: when off the ops
+// only test one flag. bench_train_step turns it on to count a step's floating-point operations from the
+// shapes the ops actually see, and to print where a step's time goes.
+//
+// FLOPs are counted as 2 per multiply-add: a convolution's forward 2·N·K·C·R·S·P·Q, its backward that again
+// for the input gradient (when one is asked for) and for the weight gradient; a dense layer's 2·N·I·O
+// likewise. Everything else (batch norm, activations, pooling, the loss, SGD) counts as none, as
+// FLOP counts of CNNs usually do; its time shows as the step's remainder.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hetrain::ops {
+
+struct OpProfileRow {
+  std::string what;  // "conv 3x3 s1 64->64 @56x56" (per sample), "linear 2048->1000"
+  int64_t calls = 0;
+  double seconds = 0;  // host wall time inside the op (on a GPU: the time to enqueue, not to run)
+  double flops = 0;
+};
+
+void set_op_profiling(bool on);
+bool op_profiling();
+void op_profile_add(const std::string& what, double seconds, double flops);
+void op_profile_reset();
+std::vector<OpProfileRow> op_profile();  // rows by descending time
+
+}  // namespace hetrain::ops
