@@ -15,7 +15,8 @@
 # 2 ranks sharing this machine's cores. Needs root, iproute2 and unshare; otherwise prints why and skips.
 # Knobs (environment): COMPRESS_RATES ("1gbit 10gbit"), COMPRESS_MODELS ("resnet18 resnet50"),
 # COMPRESS_STEPS (6; the first is not counted), COMPRESS_EPOCHS (2), COMPRESS_TARGET (0.85),
-# COMPRESS_TTA=0 skips part 2, COMPRESS_KEEP=1 keeps the metrics and logs.
+# COMPRESS_SEEDS ("1": part 2 once per seed), COMPRESS_PARTS ("throughput tta"), COMPRESS_KEEP=1 keeps the
+# metrics and logs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=$PWD/build/bin
@@ -25,6 +26,8 @@ MODELS=${COMPRESS_MODELS:-resnet18 resnet50}
 STEPS=${COMPRESS_STEPS:-6}
 EPOCHS=${COMPRESS_EPOCHS:-2}
 TARGET=${COMPRESS_TARGET:-0.85}
+SEEDS=${COMPRESS_SEEDS:-1}
+PARTS=${COMPRESS_PARTS:-throughput tta}
 NS=htcp      # namespaces htcp1, htcp2 (nodes) and htcpbr (the switch)
 NET=10.78.0  # the nodes' addresses, only inside those namespaces
 say_skip() { echo "compress: skipped: $*"; exit 0; }
@@ -72,6 +75,7 @@ echo "== gradient exchange on slow links: 2 nodes x 2 ranks (network namespaces,
 if ! netns_mpirun -n 4 hostname >"$TMP/hosts.out" 2>&1 || [ "$(sort -u "$TMP/hosts.out" | wc -l)" -ne 2 ]; then
   say_skip "mpirun across the namespaces did not reach two hosts: $(tail -1 "$TMP/hosts.out")"
 fi
+if [[ " $PARTS " == *" throughput "* ]]; then
 printf "%-9s %-7s %-11s %8s %9s %9s %9s %10s %13s\n" model link exchange "step s" "compute s" "exposed s" exposed \
   "samples/s" "MB/step n1/n2"
 for rate in $RATES; do
@@ -94,9 +98,10 @@ echo "   the exchange time not hidden behind backward (PowerSGD's products inclu
 echo "   (goal at 1 Gbit/s, resnet18, powersgd:4: <= 10%); MB/step = bytes through each node's link (both"
 echo "   directions, from the link's counters; launch and set-up included) / steps. Four ranks share this"
 echo "   machine's cores, so a step computes slower than on real nodes."
+fi
 
 # ---------------------------------------------------------------- 2. time to accuracy
-[ "${COMPRESS_TTA:-1}" = 0 ] && exit 0
+[[ " $PARTS " == *" tta "* ]] || exit 0
 echo
 echo "== time to accuracy: resnet20 on Fashion-MNIST, 2 nodes x 2 ranks at 1 Gbit/s, $EPOCHS epoch(s), global batch 128"
 SRC=/usr/share/datasets/fashion-mnist
@@ -106,30 +111,33 @@ SRC=/usr/share/datasets/fashion-mnist
   "$BIN/hetrain-pack" idx --images "$SRC/t10k-images-idx3-ubyte.gz" --labels "$SRC/t10k-labels-idx1-ubyte.gz" \
   -o "$TMP/test.h5" >>"$TMP/pack.log" 2>&1 || { echo "   skipped: packing failed: $(tail -1 "$TMP/pack.log")"; exit 0; }
 netns_set_rate 1gbit || { echo "   skipped: could not set the links to 1gbit"; exit 0; }
-printf "%-11s %9s %9s %10s %12s %10s %9s\n" exchange "val acc" "vs exact" "train s" "to $TARGET s" "samples/s" exposed
+printf "%-11s %4s %9s %9s %10s %12s %10s %9s\n" exchange seed "val acc" "vs exact" "train s" "to $TARGET s" "samples/s" exposed
+for seed in $SEEDS; do
 exact=""
 for x in "${EXCHANGES[@]}"; do
   read -r -a opts <<<"$x"
   name=${opts[0]}
-  out="$TMP/tta-${name//:/}"
+  out="$TMP/tta-${name//:/}-$seed"
   # PowerSGD starts after a warm-up of about a tenth of the run, as its authors advise.
   warm=()
   [ "$name" = "powersgd:4" ] && warm=(--compress-start $((60000 / 128 * EPOCHS / 10)))
   if ! netns_mpirun -n 4 "$BIN/hetrain" train --model resnet20 --data "$TMP/train.h5" --val "$TMP/test.h5" \
       --global-batch 128 --epochs "$EPOCHS" --lr 0.1 --momentum 0.9 --weight-decay 5e-4 --warmup-epochs 0.2 --augment \
-      --balance none --seed 1 --log-every 0 --val-every-samples 15000 --metrics "$out.jsonl" "${opts[@]:1}" "${warm[@]}" \
+      --balance none --seed "$seed" --log-every 0 --val-every-samples 15000 --metrics "$out.jsonl" "${opts[@]:1}" "${warm[@]}" \
       >"$out.log" 2>&1; then
-    printf "%-11s  failed: %s\n" "$name" "$(grep -m1 -i error "$out.log" || tail -1 "$out.log")"
+    printf "%-11s %4s  failed: %s\n" "$name" "$seed" "$(grep -m1 -i error "$out.log" || tail -1 "$out.log")"
     continue
   fi
   r=$($PY bench/compress_report.py "$out.jsonl" 1 "$TARGET")
   acc=$(field val_acc "$r")
   [ -z "$exact" ] && exact=$acc
-  printf "%-11s %8.2f%% %+8.2f %10s %12s %10s %8.1f%%\n" "$name" "$(awk "BEGIN{print 100*$acc}")" \
+  printf "%-11s %4s %8.2f%% %+8.2f %10s %12s %10s %8.1f%%\n" "$name" "$seed" "$(awk "BEGIN{print 100*$acc}")" \
     "$(awk "BEGIN{print 100*($acc-$exact)}")" "$(field train_s "$r")" "$(field tta_s "$r")" "$(field samples_per_s "$r")" \
     "$(awk "BEGIN{print 100*$(field exposed_frac "$r")}")"
+done
 done
 echo "   val acc = accuracy on the 10,000 test images after the last epoch; vs exact = points against fp32 (goal"
 echo "   for powersgd:4: within 0.5); train s = summed step times (validation excluded); to $TARGET s = training"
 echo "   time until val accuracy (measured every 15,000 samples) first reached $TARGET ('-': never). One run"
-echo "   each from seed 1: run-to-run spread is not measured here. powersgd:4 warms up whole for a tenth of the run."
+echo "   per exchange and seed (COMPRESS_SEEDS); the runs are deterministic, so the seeds give the spread."
+echo "   powersgd:4 warms up whole for a tenth of the run."

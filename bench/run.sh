@@ -235,14 +235,24 @@ peak() {
   echo "   GFLOP/step = the convolutions' and dense layers' multiply-adds x 2 of one step, forward and backward"
   echo "   (counted from the shapes the ops see; batch norm, activations, pooling, loss and SGD count as none);"
   echo "   GFLOP/s = that x steps/s of the timed steps; of peak = against the same thread count's FMA peak above."
-  echo "   Where resnet50 224^2 b8's step goes at 2 threads (one profiled step, the 12 costliest layer shapes):"
+  echo "   Where resnet50 224^2 b8's step goes at 2 threads (one profiled step; totals, then the 12 costliest layer shapes):"
   "$BIN/bench_train_step" --model resnet50 --size 224 --batch 8 --threads 2 --warmup 1 --steps 2 --max-seconds 30 \
-      --profile 1 2>&1 | grep '^profile' | sort -t= -k4 -g -r | head -13 | "$PY" -c '
+      --profile 1 2>&1 | grep '^profile' | "$PY" -c '
 import sys
-for line in sys.stdin:
-    f = dict(kv.split("=", 1) for kv in line.split()[1:])
-    print("   %-58s %5s calls %9.1f ms %6.1f%% %8.1f GFLOP/s" % (f["what"].replace("_", " "), f["calls"], float(f["ms"]),
-          100 * float(f["share"]), float(f["gflops"])))'
+rows = [dict(kv.split("=", 1) for kv in line.split()[1:]) for line in sys.stdin]
+step = next(float(r["ms"]) for r in rows if r["what"] == "step")
+def total(label, pick):
+    ms = sum(float(r["ms"]) for r in rows if pick(r["what"]))
+    print("   %-58s %9.1f ms %6.1f%%" % (label, ms, 100 * ms / step))
+print("   %-58s %9.1f ms" % ("the step", step))
+total("convolutions, forward", lambda w: w.startswith("conv") and w.endswith("forward"))
+total("convolutions, backward (input and weight gradients)", lambda w: w.startswith("conv") and w.endswith("backward"))
+total("dense layers", lambda w: w.startswith("linear"))
+total("everything else (batch norm, activations, pooling, loss, SGD)", lambda w: w.startswith("everything_else"))
+layers = sorted((r for r in rows if r["what"].startswith(("conv", "linear"))), key=lambda r: -float(r["ms"]))
+for r in layers[:12]:
+    print("   %-58s %5s calls %9.1f ms %6.1f%% %8.1f GFLOP/s" % (r["what"].replace("_", " "), r["calls"], float(r["ms"]),
+          100 * float(r["share"]), float(r["gflops"])))'
 }
 
 # ------------------------------------------------------------------------------------------------

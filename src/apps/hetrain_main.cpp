@@ -271,7 +271,7 @@ po::options_description distribution_options(TrainConfig& c) {
        "--bucket-mb is 0 (started buckets stay flat: measured faster)")
       ("reduce-precision", po::value(&c.reduce_precision)->default_value("fp32"),
        "what gradients cross between ranks as: fp32 | bf16 | fp16 = each rank's weighted gradient rounded to 16 "
-       "bits, summed in FP32 and rounded once more: half the bytes on the wire, the update and weights stay FP32 "
+       "bits, summed in FP32 and rounded once more: 16-bit messages, the update and weights stay FP32 "
        "(fp16 overflows above 65504; docs/architecture.md, \"16-bit transport\")")
       ("compress", po::value(&c.compress)->default_value("none"),
        "none | powersgd:R = send each weight matrix's gradient as rank-R factors with error feedback (PowerSGD, "
