@@ -84,42 +84,82 @@ void NcclGradCommunicator::start_weighted_allreduce(float* device_grads, int64_t
 void NcclGradCommunicator::wait_all() { nccl_->wait_started(); }
 
 // ---------------------------------------------------------------- MPI through host memory
-HostStagedCommunicator::HostStagedCommunicator(std::unique_ptr<Communicator> host)
-    : host_(std::move(host)), name_(std::string(host_->name()) + " (staged through host memory)") {}
-
-HostStagedCommunicator::~HostStagedCommunicator() { cuda::host_pinned_free(pinned_); }
-
-float* HostStagedCommunicator::stage(const float* device_data, int64_t n) {
-  if (n > capacity_) {
-    cuda::host_pinned_free(pinned_);
-    pinned_ = nullptr, capacity_ = 0;  // consistent even if the allocation below throws
-    pinned_ = static_cast<float*>(cuda::host_pinned_alloc(size_t(n) * sizeof(float)));
-    capacity_ = n;
+namespace {
+class CudaHostStaging : public HostStaging {
+ public:
+  float* alloc(int64_t n) override { return static_cast<float*>(cuda::host_pinned_alloc(size_t(n) * sizeof(float))); }
+  void release(float* host) noexcept override { cuda::host_pinned_free(host); }
+  // The layers work on the legacy default stream: copies there wait for the gradients they move.
+  void to_host(float* host, const float* device, int64_t n) override {
+    cuda::copy_to_host(host, device, size_t(n) * sizeof(float), nullptr);
+    cuda::stream_synchronize(nullptr);
   }
-  cuda::copy_to_host(pinned_, device_data, size_t(n) * sizeof(float), nullptr);
-  cuda::stream_synchronize(nullptr);
-  return pinned_;
+  void to_device(float* device, const float* host, int64_t n) override {
+    cuda::copy_to_device(device, host, size_t(n) * sizeof(float), nullptr);
+    cuda::stream_synchronize(nullptr);  // the host copy is reused by the next call
+  }
+};
+}  // namespace
+
+std::unique_ptr<HostStaging> cuda_host_staging() { return std::make_unique<CudaHostStaging>(); }
+
+HostStagedCommunicator::HostStagedCommunicator(std::unique_ptr<Communicator> host, std::unique_ptr<HostStaging> staging)
+    : host_(std::move(host)), staging_(std::move(staging)),
+      name_(std::string(host_->name()) + " (staged through host memory)") {}
+
+HostStagedCommunicator::~HostStagedCommunicator() {
+  for (Slot& s : slots_) staging_->release(s.host);
 }
 
-void HostStagedCommunicator::unstage(float* device_data, int64_t n) {
-  cuda::copy_to_device(device_data, pinned_, size_t(n) * sizeof(float), nullptr);
-  cuda::stream_synchronize(nullptr);  // pinned_ is reused by the next call
+HostStagedCommunicator::Slot& HostStagedCommunicator::slot(size_t index, int64_t n) {
+  if (slots_.size() <= index) slots_.resize(index + 1);
+  Slot& s = slots_[index];
+  if (n > s.capacity) {
+    staging_->release(s.host);
+    s.host = nullptr, s.capacity = 0;  // consistent even if the allocation below throws
+    s.host = staging_->alloc(n);
+    s.capacity = n;
+  }
+  return s;
 }
 
 void HostStagedCommunicator::allreduce_sum(float* device_data, int64_t n) {
-  host_->allreduce_sum(stage(device_data, n), n);
-  unstage(device_data, n);
+  HT_CHECK(started_ == 0, "internal: a blocking reduction while started buckets are unfinished");
+  Slot& s = slot(0, n);
+  staging_->to_host(s.host, device_data, n);
+  host_->allreduce_sum(s.host, n);
+  staging_->to_device(device_data, s.host, n);
 }
 
 void HostStagedCommunicator::allreduce_sum_on_wire(float* device_data, int64_t n, Wire wire) {
-  host_->allreduce_sum_on_wire(stage(device_data, n), n, wire);
-  unstage(device_data, n);
+  HT_CHECK(started_ == 0, "internal: a blocking reduction while started buckets are unfinished");
+  Slot& s = slot(0, n);
+  staging_->to_host(s.host, device_data, n);
+  host_->allreduce_sum_on_wire(s.host, n, wire);
+  staging_->to_device(device_data, s.host, n);
 }
 
 // The weight is applied on the host (the inner communicator's rule, including zero-fill for weight 0).
 void HostStagedCommunicator::weighted_allreduce(float* device_grads, int64_t n, double weight, Wire wire) {
-  host_->weighted_allreduce(stage(device_grads, n), n, weight, wire);
-  unstage(device_grads, n);
+  HT_CHECK(started_ == 0, "internal: a blocking reduction while started buckets are unfinished");
+  Slot& s = slot(0, n);
+  staging_->to_host(s.host, device_grads, n);
+  host_->weighted_allreduce(s.host, n, weight, wire);
+  staging_->to_device(device_grads, s.host, n);
+}
+
+void HostStagedCommunicator::start_weighted_allreduce(float* device_grads, int64_t n, double weight, Wire wire) {
+  Slot& s = slot(started_++, n);
+  s.device = device_grads, s.n = n;
+  staging_->to_host(s.host, device_grads, n);
+  host_->start_weighted_allreduce(s.host, n, weight, wire);
+}
+
+void HostStagedCommunicator::wait_all() {
+  const size_t started = started_;
+  started_ = 0;  // free again even if the wait throws
+  host_->wait_all();
+  for (size_t i = 0; i < started; ++i) staging_->to_device(slots_[i].device, slots_[i].host, slots_[i].n);
 }
 
 }  // namespace hetrain::dist

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -267,4 +268,61 @@ TEST(Communicator, SixteenBitsRefusedWhereNotCarried) {
   EXPECT_THROW(c.weighted_allreduce(g.data(), 4, 0.5, Wire::BF16), hetrain::Error);
   EXPECT_THROW(BucketedReduction(c, plan_buckets({0}, 4, 0), Wire::FP16), hetrain::Error);
   EXPECT_NO_THROW(c.weighted_allreduce(g.data(), 4, 0.5, Wire::FP32));
+}
+
+// ---------------------------------------------------------------- a GPU rank's staging, with host memory
+namespace {
+// Stands in for CUDA's pinned memory and copies, so the staging logic runs on machines without a GPU.
+class HostMemoryStaging : public HostStaging {
+ public:
+  float* alloc(int64_t n) override { return new float[size_t(n)]; }
+  void release(float* host) noexcept override { delete[] host; }
+  void to_host(float* host, const float* device, int64_t n) override { std::copy_n(device, n, host); }
+  void to_device(float* device, const float* host, int64_t n) override { std::copy_n(host, n, device); }
+};
+}  // namespace
+
+// A mixed job: rank 1 takes the host-staged path of a GPU rank, the others reduce on the host, all with
+// buckets started during backward, flat and hierarchical, FP32 and 16 bits. Every rank must issue the same
+// started collectives: a staged rank that merged its buckets into one blocking allreduce hung here.
+TEST(HostStagedCommunicator, BucketsMatchTheCpuRanks) {
+  World& w = World::init(nullptr, nullptr);
+  const std::vector<int64_t> b = shares(w.size());
+  MPI_Comm nodes = pretend_nodes_of_two(w.comm());
+  const int64_t n = 1001;
+  for (bool tiered : {false, true}) {
+    for (Wire wire : {Wire::FP32, Wire::BF16}) {
+      std::unique_ptr<Communicator> comm =
+          std::make_unique<MpiCommunicator>(w.comm(), 0, false, tiered ? nodes : MPI_COMM_NULL);
+      if (w.rank() == 1)
+        comm = std::make_unique<HostStagedCommunicator>(std::move(comm), std::make_unique<HostMemoryStaging>());
+      EXPECT_TRUE(comm->overlaps());
+      for (int step = 0; step < 2; ++step) {  // the second step reuses the staging buffers
+        std::vector<float> g(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i)
+          g[size_t(i)] = b[w.rank()] == 0 ? std::numeric_limits<float>::quiet_NaN() : inexact(w.rank(), i);
+        BucketedReduction buckets(*comm, plan_buckets({0, 100, 250, 251, 600, 990}, n, 120), wire);
+        buckets.begin(g.data(), double(b[w.rank()]) / 32.0);
+        for (int64_t final_from : {990, 600, 300, 251}) {
+          buckets.grads_final(final_from);
+          buckets.progress();
+        }
+        buckets.finish();
+        const std::string where = std::string(wire_name(wire)) + (tiered ? ", hierarchical" : ", flat");
+        EXPECT_TRUE(same_on_every_rank(w.comm(), g)) << where;
+        if (wire == Wire::FP32) {
+          double worst = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            double exact = 0;
+            for (int r = 0; r < w.size(); ++r) exact += double(inexact(r, i)) * double(b[r]) / 32.0;
+            worst = std::max(worst, std::fabs(double(g[size_t(i)]) - exact));
+          }
+          EXPECT_LT(worst, 1e-5) << where;
+        } else {
+          EXPECT_EQ(differ_16bit(g, w.size(), b, tiered ? 2 : 1, wire), 0) << where;
+        }
+      }
+    }
+  }
+  MPI_Comm_free(&nodes);
 }

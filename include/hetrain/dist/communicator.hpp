@@ -54,7 +54,7 @@ class Communicator {
   virtual bool overlaps() const { return false; }
   // Called between tests while this rank waits for the others in an MPI reduction (the stall watch's
   // signs of life, dist::StepArrival::keep_alive). With a hook set, MPI waits test instead of blocking.
-  void set_idle_hook(std::function<void()> hook) { idle_hook_ = std::move(hook); }
+  virtual void set_idle_hook(std::function<void()> hook) { idle_hook_ = std::move(hook); }
 
  protected:
   void idle() const {
@@ -193,25 +193,56 @@ class NcclGradCommunicator : public Communicator {
   std::unique_ptr<cuda::NcclCommunicator> nccl_;
 };
 
+// How a host-staged communicator moves a device buffer to host memory and back: CUDA's pinned memory and
+// copies (cuda_host_staging), or plain memory in tests of the staging logic on machines without a GPU.
+class HostStaging {
+ public:
+  virtual ~HostStaging() = default;
+  virtual float* alloc(int64_t n) = 0;  // host memory for n floats
+  virtual void release(float* host) noexcept = 0;
+  // Each returns once the copy is complete; to_host first waits for the device work that produced `device`.
+  virtual void to_host(float* host, const float* device, int64_t n) = 0;
+  virtual void to_device(float* device, const float* host, int64_t n) = 0;
+};
+std::unique_ptr<HostStaging> cuda_host_staging();
+
 // A GPU rank in a job reduced over MPI: copies the device buffer to pinned host memory, lets `host`
-// reduce it there, and copies the result back.
+// reduce it there, and copies the result back. Started buckets are started on the host as they come, each
+// from a host copy of its own, so that this rank issues the same collectives in the same order as the CPU
+// ranks beside it (MPI never matches one rank's blocking collective with another's started ones).
 class HostStagedCommunicator : public Communicator {
  public:
-  explicit HostStagedCommunicator(std::unique_ptr<Communicator> host);
+  explicit HostStagedCommunicator(std::unique_ptr<Communicator> host,
+                                  std::unique_ptr<HostStaging> staging = cuda_host_staging());
   ~HostStagedCommunicator() override;
   const char* name() const override { return name_.c_str(); }  // the host one's, "(staged through host memory)"
   void allreduce_sum(float* device_data, int64_t n) override;
   void allreduce_sum_on_wire(float* device_data, int64_t n, Wire wire) override;
   bool carries(Wire wire) const override { return host_->carries(wire); }
   void weighted_allreduce(float* device_grads, int64_t n, double weight, Wire wire = Wire::FP32) override;
+  void start_weighted_allreduce(float* device_grads, int64_t n, double weight, Wire wire = Wire::FP32) override;
+  void progress() override { host_->progress(); }
+  void wait_all() override;
+  bool overlaps() const override { return host_->overlaps(); }
+  // The waits happen in the host communicator: it hears the hook too.
+  void set_idle_hook(std::function<void()> hook) override {
+    host_->set_idle_hook(hook);
+    Communicator::set_idle_hook(std::move(hook));
+  }
 
  private:
-  float* stage(const float* device_data, int64_t n);  // device → pinned host, returns the host copy
-  void unstage(float* device_data, int64_t n);       // pinned host → device
+  struct Slot {  // host memory for one started bucket, kept across steps
+    float* host = nullptr;
+    int64_t capacity = 0;
+    float* device = nullptr;  // the bucket it holds now
+    int64_t n = 0;
+  };
+  Slot& slot(size_t index, int64_t n);  // slot `index`, grown to n floats
   std::unique_ptr<Communicator> host_;
+  std::unique_ptr<HostStaging> staging_;
   std::string name_;
-  float* pinned_ = nullptr;
-  int64_t capacity_ = 0;
+  std::vector<Slot> slots_;  // slot 0 also serves the blocking calls
+  size_t started_ = 0;       // slots holding started buckets
 };
 
 }  // namespace hetrain::dist
