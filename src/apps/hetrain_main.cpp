@@ -438,10 +438,11 @@ int cmd_train(int argc, char** argv) {
     }
     // The alias is written out as what it means, so the printed configuration repeats the run without it.
     cfg.config_text = hetrain::train::effective_config(opts, vm, {"help", "config", "print-config", "tf32", "verbose"});
-    const std::string fp32_line = "precision = fp32\n";
-    const size_t at = cfg.config_text.find(fp32_line);
+    // The whole line: "reduce-precision = fp32" ends the same way.
+    const std::string fp32_line = "\nprecision = fp32\n";
+    const size_t at = ("\n" + cfg.config_text).find(fp32_line);
     if (cfg.precision == hetrain::Precision::TF32 && at != std::string::npos)
-      cfg.config_text.replace(at, fp32_line.size(), "precision = tf32\n");
+      cfg.config_text.replace(at, fp32_line.size() - 1, "precision = tf32\n");
     if (vm.count("print-config")) {
       if (launcher_rank() == 0) std::fputs(cfg.config_text.c_str(), stdout);
       return 0;

@@ -264,6 +264,7 @@ class ElasticMode final : public TrainingMode {
     // the group's plain sum at the update is the mean over its N claims; otherwise the reduction weights it.
     const bool accumulating = cfg_.accumulate > 1;
     const float share_scale = accumulating ? float(double(b) / double(n) / double(cfg_.accumulate)) : 1.0f;
+    if (micro_ == 0) remember_running_stats(s_);  // the update these claims end in may be skipped
     ComputeClock clock;
     const LocalOutcome local =
         local_step_.run(in.batch, in.uploaded, b, {}, {}, scale.loss_scale * share_scale, accumulating && micro_ > 0);

@@ -57,6 +57,7 @@ struct Setup {
   int fail_rank = -1;                        // --debug-fail-at: injected failure
   int64_t fail_step = -1;
   int overflow_rank = -1;                    // --debug-overflow-at: injected overflow
+  Tensor stats_before_step;  // running statistics before a step that may be skipped (train/shared_step.hpp)
   int64_t overflow_step = -1;
   int64_t start_step = 0;                    // the first step this process trains (> 0 after a resume)
   int64_t start_sample = 0;                  // async/hybrid: the first sample of the run's order it trains

@@ -87,9 +87,19 @@ std::string schedule_text(const Setup& s) {
   return text;
 }
 
+void remember_running_stats(Setup& s) {
+  const nn::ParamBuffer& params = s.model->params();
+  if (params.state_count() == 0 || (!s.loss_scaler.active() && s.overflow_rank < 0)) return;
+  if (!s.stats_before_step.defined() || s.stats_before_step.device() != params.states().device())
+    s.stats_before_step = params.states().clone();
+  else
+    s.stats_before_step.copy_from(params.states());
+}
+
 void apply_update(Setup& s, const optim::StepRates& rates, bool skipped, bool check, MPI_Comm comm, const char* what) {
   nn::ParamBuffer& params = s.model->params();
   if (!skipped) s.sgd->step(params, rates);
+  if (skipped && s.stats_before_step.defined()) params.states().copy_from(s.stats_before_step);
   if (!check) return;
   const Tensor values = params.values().to(Device::CPU);
   dist::check_identical(comm, values.data(), params.count(), what);

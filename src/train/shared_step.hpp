@@ -80,8 +80,14 @@ optim::StepRates step_rates(const Setup& s, int64_t step);
 // The start-up line's words for the schedule: "peak lr 0.01", and the warm-up with YOLOv5's rates when set.
 std::string schedule_text(const Setup& s);
 
-// The SGD step at `rates`, unless skipped; then, with `check` (--debug-consistency), compares the
-// parameters across `comm`, whose ranks must hold identical replicas ("what": the message's name for them).
+// Before the first forward of an update that may be skipped (an FP16 loss scaler, or --debug-overflow-at):
+// a copy of the batch-norm running statistics, which apply_update puts back when the update is skipped.
+// A skipped step then leaves no trace in them, and an overflow in forward cannot leave NaN/Inf behind.
+void remember_running_stats(Setup& s);
+
+// The SGD step at `rates`, unless skipped (then the running statistics go back to what
+// remember_running_stats kept); then, with `check` (--debug-consistency), compares the parameters across
+// `comm`, whose ranks must hold identical replicas ("what": the message's name for them).
 void apply_update(Setup& s, const optim::StepRates& rates, bool skipped, bool check, MPI_Comm comm, const char* what);
 
 // Collective over `comm`: the model on the validation set, as every mode validates.

@@ -154,6 +154,7 @@ class SyncMode final : public TrainingMode {
     // An FP16 rank backpropagates its loss times the scale and divides it out in its reduction weight; the
     // other ranks' gradients are unscaled.
     const BackwardScale scale = backward_scale(s_, world_.rank(), plan.global_step);
+    remember_running_stats(s_);
     const LocalOutcome local = compute(plan, scale, mine);
     flags = agree(plan, mine);
     const Totals step_totals = reduce(local, plan.global_step, plan.local_samples(), reduction_weight(plan, scale), mine);
