@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# Runs the GPU tests, then a short training-step benchmark next to PyTorch's, and writes the results to a
-# folder. Meant to finish within about 8 minutes (GPU_CHECK_BUDGET_S, default 420 s, bounds the benchmarks).
+# Runs the GPU tests, then the GPU training test (from the repository), then a short training-step
+# benchmark next to PyTorch's, and writes the results to a folder. Meant to finish within about 8 minutes
+# (GPU_CHECK_TEST_TIMEOUT_S 240 s for the tests, GPU_CHECK_TRAIN_TIMEOUT_S 180 s for the training test,
+# GPU_CHECK_BUDGET_S, default 480 s, for the whole check, which bounds the benchmarks).
 #
 #   scripts/gpu-check.sh [OUTDIR]     (default build/gpu-check; in a bundle: ./gpu-check)
 #
 # Works from the repository (build/bin/test_gpu, build/bin/bench_train_step, bench/pytorch_train_step.py)
 # and from a bundle made by scripts/gpu-bundle.sh (bin/, lib/ and pytorch_train_step.py beside this
-# script). cuDNN, cuBLAS, NCCL and the CUDA runtime are taken from LD_LIBRARY_PATH; when a Python with
-# PyTorch's CUDA wheels is found, their nvidia/*/lib folders are appended to it.
+# script). cuDNN, cuBLAS, NCCL and the CUDA runtime are taken from LD_LIBRARY_PATH; only a library that ldd
+# reports as not found is looked for in a Python's PyTorch CUDA wheels (their nvidia/*/lib folders, whose
+# CUDA 12 copies must not shadow CUDA 13 ones found already). The summary says which copy of each was loaded.
 # Benchmark: resnet50, 224x224, batch 64, 1000 classes, NCHW, at each precision in turn — fp32, tf32, bf16,
 # fp16 (hetrain/precision.hpp; PyTorch: the TF32 flags, then autocast, with a GradScaler at fp16): hetrain's
 # bench_train_step --device cuda --precision X and, with a Python whose torch sees a GPU (HETRAIN_PYTHON,
 # python3, python, /usr/bin/python3: the first that does), pytorch_train_step.py --device cuda --precision X,
-# alternating, each under `timeout`. Their times never fail the check; a precision the budget no longer
-# covers is reported as not measured (fp16 comes last for that reason).
+# alternating, each under `timeout`. Their times never fail the check, but a hetrain configuration that
+# crashed, skipped or was left unmeasured by the budget does (fp16 comes last).
 # Writes OUTDIR/summary.txt ("N passed, M failed, K skipped", the device, every RESULT line and one line per
 # benchmark configuration: "resnet50 224 b64 precision=X: hetrain N img/s, PyTorch M img/s, ratio R"),
 # OUTDIR/test_gpu.log, OUTDIR/test_gpu.xml (GoogleTest XML), OUTDIR/results.txt (the figures tests measure,
@@ -23,10 +26,12 @@
 # (no driver, a container without the device, CUDA_VISIBLE_DEVICES="") FAILS every GPU test instead of
 # skipping it, and so does test/e2e/train_gpu.sh. Multi-rank NCCL (NcclBench's bus bandwidth, the 2-rank
 # run of train_gpu.sh) is exercised only where the machine has two GPUs or more.
-# Exit status: 0 when no test failed and a GPU was seen.
+# Exit status: 0 only when a GPU was seen, no GPU test failed, the training test passed and every hetrain
+# benchmark configuration was measured; the summary's last line names each part that failed, did not run or
+# skipped (PyTorch's side is the reference: its absence is reported, not failed).
 set -uo pipefail
 started=$SECONDS
-budget=${GPU_CHECK_BUDGET_S:-420}
+budget=${GPU_CHECK_BUDGET_S:-480}
 orig_ld_path=${LD_LIBRARY_PATH-}  # Python runs with this: the bundle's lib/ could shadow its own libraries
 export LC_NUMERIC=C               # printf/awk read and write "812.5"
 here=$(cd "$(dirname "$0")" && pwd)
@@ -82,19 +87,32 @@ for d in dirs:
         seen.add(d)
         print(d)
 '
-for cand in $torch_py python3 python; do
-  command -v "$cand" >/dev/null 2>&1 || continue
-  sites=$(py "$cand" -c "$site_dirs_py" 2>/dev/null) || continue
-  while IFS= read -r site; do
-    [ -n "$site" ] || continue
-    for d in "$site"/nvidia/*/lib "$site"/torch/lib; do
-      [ -d "$d" ] || continue
-      case ":${LD_LIBRARY_PATH-}:" in *":$d:"*) ;; *) LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d" ;; esac
-    done
-  done <<<"$sites"
-  break
-done
+# The libraries ldd cannot find for our programs; a wheel folder is added only when it holds one of them.
+not_found() {
+  local f
+  for f in "$bin/test_gpu" "$bin/bench_train_step"; do [ -x "$f" ] && ldd "$f" 2>&1; done |
+    awk '/not found/ {print $1}' | sort -u
+}
+wanted=$(not_found)
+if [ -n "$wanted" ]; then
+  for cand in $torch_py python3 python; do
+    command -v "$cand" >/dev/null 2>&1 || continue
+    sites=$(py "$cand" -c "$site_dirs_py" 2>/dev/null) || continue
+    while IFS= read -r site; do
+      [ -n "$site" ] || continue
+      for d in "$site"/nvidia/*/lib "$site"/torch/lib; do
+        [ -d "$d" ] || continue
+        holds=""
+        for lib in $wanted; do [ -e "$d/$lib" ] && holds=1; done
+        [ -n "$holds" ] || continue
+        case ":${LD_LIBRARY_PATH-}:" in *":$d:"*) ;; *) LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d" ;; esac
+      done
+    done <<<"$sites"
+    break
+  done
+fi
 export LD_LIBRARY_PATH
+failed_parts=()  # what the summary's last line names
 
 summary=$out/summary.txt
 {
@@ -104,6 +122,8 @@ summary=$out/summary.txt
   else
     echo "gpu: nvidia-smi not found"
   fi
+  # Which copy of each GPU library the programs load.
+  ldd "$bin/test_gpu" 2>/dev/null | awk '/libcud|libcublas|libnccl/ {print "loaded: " $1 " => " $3}'
 } >"$summary"
 
 if [ ! -x "$bin/test_gpu" ]; then
@@ -139,8 +159,30 @@ elif [ "${p:-0}" = 0 ] && [ "$HETRAIN_REQUIRE_GPU" != 0 ]; then
   echo "gpu-check: FAILED: no GPU test passed" | tee -a "$summary" >&2
   rc=1
 fi
+[ $rc -ne 0 ] && failed_parts+=("test_gpu (exit $rc, ${f:-0} failed)")
 grep -E '^\[  FAILED  \] [A-Za-z]' "$out/test_gpu.log" | sort -u | tee -a "$summary"
 grep -E '^RESULT' "$HETRAIN_GPU_RESULTS" | sed 's/^/  /' | tee -a "$summary"
+
+# ---------------------------------------------------------------- training on the GPU, before the benchmarks
+# From the repository, with MPI at hand: a real training run on the GPU(s) (test/e2e/train_gpu.sh: one GPU
+# learns, GPU ranks match a CPU rank, a mixed CPU+GPU job keeps identical replicas). It runs before the
+# benchmarks, with a time limit of its own, so that no benchmark can crowd it out; not run, skipped or failed,
+# it fails the check. A bundle has no MPI: there it is reported as not run, and the check fails.
+report() { echo "$1" | tee -a "$summary" "$HETRAIN_GPU_RESULTS"; }
+if [ "$root" != "$here" ] && [ -x "$root/build/bin/hetrain" ] && command -v mpirun >/dev/null 2>&1; then
+  timeout "${GPU_CHECK_TRAIN_TIMEOUT_S:-180}" bash "$root/test/e2e/train_gpu.sh" >"$out/train_gpu.log" 2>&1
+  e2e=$?
+  case $e2e in
+    0) report "training on the GPU (test/e2e/train_gpu.sh): passed; $(grep -m1 'validation accuracy' "$out/train_gpu.log")" ;;
+    77) report "training on the GPU: skipped ($(grep -m1 '^SKIP' "$out/train_gpu.log"))"; failed_parts+=("training (skipped)") ;;
+    124|137) report "training on the GPU: FAILED: timed out after ${GPU_CHECK_TRAIN_TIMEOUT_S:-180} s"
+             failed_parts+=("training (timed out)") ;;
+    *) report "training on the GPU: FAILED (exit $e2e): $(grep -m1 '^FAIL' "$out/train_gpu.log")"; failed_parts+=("training (exit $e2e)") ;;
+  esac
+else
+  report "training on the GPU: not run (needs the repository's build/bin/hetrain and mpirun; a bundle has neither)"
+  failed_parts+=("training (not run)")
+fi
 
 # ---------------------------------------------------------------- training-step benchmark
 # resnet50 224x224, batch 64, NCHW; fp32, tf32, bf16, fp16. Each configuration runs hetrain, then PyTorch,
@@ -150,7 +192,6 @@ step_log=$out/bench-step.log
 bench_args=(--model resnet50 --size 224 --batch 64 --classes 1000 --device cuda
             --warmup "${BENCH_WARMUP:-3}" --steps "${BENCH_STEPS:-20}" --max-seconds "${BENCH_MAX_SECONDS:-15}")
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2" | head -1; }
-report() { echo "$1" | tee -a "$summary" "$HETRAIN_GPU_RESULTS"; }
 # run_step NAME CMD... : runs one benchmark under timeout (at most 120 s, less when the budget is short);
 # sets $m_line (its key=value line) or $m_why (why there is none).
 run_step() {
@@ -196,7 +237,8 @@ for precision in fp32 tf32 bf16 fp16; do
   fi
   h_ips=$(field samples_per_s "$h_line") p_ips=$(field samples_per_s "$p_line")
   line="$label: "
-  if [ -n "$h_ips" ]; then line+="hetrain $(printf '%.1f' "$h_ips") img/s, "; else line+="hetrain not measured: $h_why, "; fi
+  if [ -n "$h_ips" ]; then line+="hetrain $(printf '%.1f' "$h_ips") img/s, "
+  else line+="hetrain not measured: $h_why, "; failed_parts+=("benchmark $precision ($h_why)"); fi
   if [ -n "$p_ips" ]; then line+="PyTorch $(printf '%.1f' "$p_ips") img/s"; else line+="PyTorch not measured: $p_why"; fi
   if [ -n "$h_ips" ] && [ -n "$p_ips" ]; then
     line+=", ratio $(awk "BEGIN { printf \"%.2f\", $h_ips / $p_ips }")"
@@ -209,21 +251,11 @@ for precision in fp32 tf32 bf16 fp16; do
 done
 [ -n "$h_line$p_line" ] && echo "  (ratio = hetrain / PyTorch, > 1: hetrain faster; PyTorch: $(field impl "${p_line:-impl=-}"), python $torch_py; raw lines in $step_log)" >>"$summary"
 
-# From the repository, with MPI at hand: a real training run on the GPU(s) (test/e2e/train_gpu.sh: one GPU
-# learns, GPU ranks match a CPU rank, a mixed CPU+GPU job keeps identical replicas). A bundle has no MPI.
-if [ "$root" != "$here" ] && [ -x "$root/build/bin/hetrain" ] && command -v mpirun >/dev/null 2>&1; then
-  if [ $((budget - (SECONDS - started))) -gt 60 ]; then
-    timeout $((budget - (SECONDS - started))) bash "$root/test/e2e/train_gpu.sh" >"$out/train_gpu.log" 2>&1
-    e2e=$?
-    case $e2e in
-      0) report "training on the GPU (test/e2e/train_gpu.sh): passed; $(grep -m1 'validation accuracy' "$out/train_gpu.log")" ;;
-      77) report "training on the GPU: skipped ($(grep -m1 '^SKIP' "$out/train_gpu.log"))" ;;
-      *) report "training on the GPU: FAILED (exit $e2e): $(grep -m1 '^FAIL' "$out/train_gpu.log")"; rc=1 ;;
-    esac
-  else
-    report "training on the GPU: not run (the check's time budget is spent)"
-  fi
-fi
-
 echo "gpu-check: results in $out ($((SECONDS - started)) s)"
-[ $rc -eq 0 ]
+if [ ${#failed_parts[@]} -gt 0 ]; then
+  msg="gpu-check: FAILED:"
+  for part in "${failed_parts[@]}"; do msg+=" $part;"; done
+  echo "${msg%;}" | tee -a "$summary" >&2
+  exit 1
+fi
+echo "gpu-check: passed: GPU tests, training on the GPU and every benchmark configuration" | tee -a "$summary"
