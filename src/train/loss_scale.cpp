@@ -1,5 +1,6 @@
 #include "train/loss_scale.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "hetrain/error.hpp"
@@ -7,14 +8,16 @@
 namespace hetrain::train {
 
 LossScaler::LossScaler(bool active, Config config) : active_(active), config_(config), scale_(config.initial) {
-  HT_CHECK(config.initial >= config.min_scale && config.min_scale > 0 && config.growth_interval > 0,
+  HT_CHECK(config.initial >= config.min_scale && config.min_scale > 0 && config.growth_interval > 0 &&
+               config.max_scale >= config.initial,
            "LossScaler: bad configuration");
 }
 
 LossScaler::Verdict LossScaler::update(bool overflow) {
   if (!overflow) {
     if (active_ && ++good_steps_ >= config_.growth_interval) {
-      scale_ *= 2;  // powers of two: scaling and unscaling are exact in binary floating point
+      // Powers of two: scaling and unscaling are exact in binary floating point.
+      if (scale_ * 2 <= config_.max_scale) scale_ *= 2;
       good_steps_ = 0;
     }
     return Verdict::Apply;
@@ -29,7 +32,7 @@ LossScaler::Verdict LossScaler::update(bool overflow) {
 void LossScaler::restore(double scale, int64_t good_steps) {
   HT_CHECK(scale >= config_.min_scale && good_steps >= 0, "loss scale ", scale, " with ", good_steps,
            " good steps is not a valid state");
-  scale_ = scale;
+  scale_ = std::min(scale, config_.max_scale);  // a checkpoint from before the cap may hold more
   good_steps_ = good_steps;
 }
 

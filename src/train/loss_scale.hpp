@@ -20,6 +20,9 @@ class LossScaler {
     double initial = 65536;         // 2^16, as PyTorch's GradScaler
     int64_t growth_interval = 2000;  // good steps in a row before the scale doubles
     double min_scale = 1;           // overflowing below this is divergence, not a scale too large
+    // The scale stops doubling here: a run whose gradients never overflow (they shrank to nothing, or
+    // every rank is FP32 but one) would otherwise double it every interval until it is Inf in FP32.
+    double max_scale = 16777216;    // 2^24
   };
   enum class Verdict {
     Apply,   // the gradient is finite: take the step

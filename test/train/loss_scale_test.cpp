@@ -40,6 +40,18 @@ TEST(LossScaler, GrowsAfterTheIntervalOfGoodStepsInARow) {
   EXPECT_EQ(s.good_steps(), 0);
 }
 
+// A run that never overflows stops growing the scale at its cap instead of doubling it to Inf.
+TEST(LossScaler, GrowthStopsAtTheLargestScale) {
+  LossScaler::Config c;
+  c.initial = 1024, c.growth_interval = 1, c.max_scale = 4096;
+  LossScaler s(true, c);
+  for (int k = 0; k < 10; ++k) EXPECT_EQ(s.update(false), Verdict::Apply);
+  EXPECT_EQ(s.scale(), 4096);
+  EXPECT_EQ(LossScaler::Config{}.max_scale, 16777216.0);
+  s.restore(8192, 0);  // a checkpoint written before the cap existed
+  EXPECT_EQ(s.scale(), 4096);
+}
+
 TEST(LossScaler, GivesUpBelowTheSmallestScale) {
   LossScaler::Config c;
   c.initial = 4, c.min_scale = 1;
