@@ -88,11 +88,25 @@ NcclCommunicator::NcclCommunicator(int rank, int size, const NcclIdBytes& id_byt
   std::memcpy(&id, id_bytes.data(), sizeof(id));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
-  HT_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
-  HT_CUDA_CHECK(cudaEventCreateWithFlags(&m.ready, cudaEventDisableTiming));
-  HT_CUDA_CHECK(cudaEventCreateWithFlags(&m.done, cudaEventDisableTiming));
-  HT_NCCL_CHECK(ncclCommInitRankConfig(&m.comm, size, id, rank, &config));
-  m.wait("communicator set-up", [] { return true; });
+  // A constructor that throws runs no destructor: whatever was made before the failure is released here
+  // (an aborted communicator, its stream and events), then the error goes on.
+  try {
+    HT_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+    HT_CUDA_CHECK(cudaEventCreateWithFlags(&m.ready, cudaEventDisableTiming));
+    HT_CUDA_CHECK(cudaEventCreateWithFlags(&m.done, cudaEventDisableTiming));
+    HT_NCCL_CHECK(ncclCommInitRankConfig(&m.comm, size, id, rank, &config));
+    m.wait("communicator set-up", [] { return true; });
+  } catch (...) {
+    if (m.comm) {
+      if (!m.aborted) ncclCommAbort(m.comm);
+      m.aborted = true;
+    }
+    if (m.ready) cudaEventDestroy(m.ready);
+    if (m.done) cudaEventDestroy(m.done);
+    if (m.stream) cudaStreamDestroy(m.stream);
+    detail::take_last_cuda_error();
+    throw;
+  }
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -164,7 +178,8 @@ void NcclCommunicator::wait_started() {
   m.wait("allreduce", [&] {
     cudaError_t q = cudaEventQuery(m.done);
     if (q == cudaErrorNotReady) return false;
-    HT_CUDA_CHECK(q);
+    // A failed stream leaves NCCL's collective hanging on the other ranks: abort it, as for NCCL's errors.
+    if (q != cudaSuccess) m.fail("allreduce", cudaGetErrorString(q));
     return true;
   });
   m.wire_in_use = 0;  // every bucket's 16-bit buffer is free again

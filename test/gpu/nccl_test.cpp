@@ -19,12 +19,21 @@ TEST(CudaNccl, SingleRankAllreduceIsIdentity) {
   auto x = gpu_test::random_floats(n, 9);
   cuda::DeviceBuffer<float> d(n);
   d.upload(x);
+  // A slow producer on another stream: 64 doublings, each a pass over 4 MB, then 64 halvings by 0.5.
+  // Only the reduction's own stream is synchronised before reading, so a reduction that did not wait for the
+  // producer would run in the middle of them and its result would show a power of two.
   CudaStream producer = cuda::stream_create();
-  cuda::accumulate(d.data(), d.data(), n, producer);  // 2x on another stream: the reduction must wait for it
-  comm.allreduce_sum(d.data(), n, producer);
-  auto got = d.download();
+  for (int k = 0; k < 64; ++k) cuda::accumulate(d.data(), d.data(), n, producer);
+  for (int k = 0; k < 64; ++k) cuda::scale(d.data(), 0.5f, n, producer);
+  cuda::accumulate(d.data(), d.data(), n, producer);  // the final 2x
+  comm.start_allreduce_sum(d.data(), n, producer);
+  std::vector<float> got(static_cast<size_t>(n));
+  cuda::copy_to_host(got.data(), d.data(), got.size() * sizeof(float), comm.stream());
+  cuda::stream_synchronize(comm.stream());
+  comm.wait_started();
   for (auto& v : x) v *= 2;
   gpu_test::expect_close("allreduce", got, x, 0, 0);
+  cuda::stream_synchronize(producer);
   cuda::stream_destroy(producer);
   EXPECT_THROW(comm.allreduce_sum(d.data(), -1), Error);
 }
