@@ -34,11 +34,12 @@ namespace hetrain::ops {
 namespace {
 int64_t count_nonfinite_cuda(const float* x, int64_t n) {
   // One counter for the process: allocating (and freeing, which synchronises the device) every step
-  // would cost more than the count.
-  static cuda::DeviceBuffer<int64_t> count(1);
-  cuda::memset_zero(count.data(), sizeof(int64_t));
-  cuda::count_nonfinite(count.data(), x, n, nullptr);
-  return count.download()[0];
+  // would cost more than the count. It is never freed: a static destructor runs after the CUDA runtime
+  // may have shut down at exit, and cudaFree then fails; the context's memory goes with the process.
+  static cuda::DeviceBuffer<int64_t>* count = new cuda::DeviceBuffer<int64_t>(1);
+  cuda::memset_zero(count->data(), sizeof(int64_t));
+  cuda::count_nonfinite(count->data(), x, n, nullptr);
+  return count->download()[0];
 }
 }  // namespace
 HT_OP_IMPLEMENTATION(count_nonfinite_impl, Device::CUDA, count_nonfinite_cuda);
