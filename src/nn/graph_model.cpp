@@ -690,6 +690,7 @@ Tensor GraphModel::forward(const Tensor& x, bool training) {
            device_name(device()));
   const size_t L = nodes_.size();
   outs_.assign(L, Tensor());
+  if (training) ws_.begin_step();
   std::vector<Tensor> xs;
   for (size_t i = 0; i < L; ++i) {
     const std::vector<int>& from = info_[i].entry.from;

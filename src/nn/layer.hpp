@@ -32,6 +32,11 @@ class Workspace {
   // A tensor of `shape` (contents unspecified: ops overwrite their outputs) that nobody else holds: the
   // smallest free pooled buffer that fits, else a new one.
   Tensor acquire(const Shape& shape, Device device = Device::CPU);
+  // A training step begins (the model's forward calls it): buffers that no request used during the whole
+  // previous step are released. After the balancer changes a rank's batch, the buffers of the old size go
+  // one step later, so the pool holds one step's set, as the memory cap assumes, not one set per batch size
+  // seen. In a steady run every buffer is used every step and nothing is released.
+  void begin_step();
   int64_t pooled_floats() const;  // total size of the pool, for tests and diagnostics
   void release_all() { pool_.clear(); }  // e.g. after the model moved to another device
   Precision precision = Precision::FP32;  // GPU convolutions and dense layers (CPU: always FP32)
@@ -39,7 +44,12 @@ class Workspace {
 
  private:
   ops::HostScratch scratch_;
-  std::vector<Tensor> pool_;  // 1-D owning tensors
+  struct Entry {
+    Tensor buffer;          // 1-D, owning
+    int64_t last_used = 0;  // the step (begin_step count) of its last request
+  };
+  std::vector<Entry> pool_;
+  int64_t step_ = 0;
 };
 
 // Model::activation_bytes_per_sample of a model whose layers take every activation and gradient from `pool`:

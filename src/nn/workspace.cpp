@@ -11,15 +11,25 @@ Tensor Workspace::acquire(const Shape& shape, Device device) {
   HT_CHECK(n >= 0, "workspace: bad shape ", shape_str(shape));
   // Best fit among free buffers. The requests repeat step after step, so after the first step or two the
   // pool stops growing and every request is served without allocating (or zero-filling) memory.
-  Tensor* best = nullptr;
-  for (Tensor& t : pool_)
-    if (t.device() == device && !t.storage_shared() && t.numel() >= n && (!best || t.numel() < best->numel()))
-      best = &t;
+  Entry* best = nullptr;
+  for (Entry& e : pool_) {
+    const Tensor& t = e.buffer;
+    if (t.device() == device && !t.storage_shared() && t.numel() >= n && (!best || t.numel() < best->buffer.numel()))
+      best = &e;
+  }
   if (!best) {
-    pool_.emplace_back(Shape{std::max<int64_t>(n, 1)}, device);
+    pool_.push_back(Entry{Tensor(Shape{std::max<int64_t>(n, 1)}, device), step_});
     best = &pool_.back();
   }
-  return best->slice0(0, n).reshape(shape);
+  best->last_used = step_;
+  return best->buffer.slice0(0, n).reshape(shape);
+}
+
+void Workspace::begin_step() {
+  ++step_;
+  pool_.erase(std::remove_if(pool_.begin(), pool_.end(),
+                             [&](const Entry& e) { return e.last_used < step_ - 1 && !e.buffer.storage_shared(); }),
+              pool_.end());
 }
 
 int64_t measure_activation_bytes_per_sample(Model& model, Workspace& pool) {
@@ -49,7 +59,7 @@ int64_t measure_activation_bytes_per_sample(Model& model, Workspace& pool) {
 
 int64_t Workspace::pooled_floats() const {
   int64_t s = 0;
-  for (const Tensor& t : pool_) s += t.numel();
+  for (const Entry& e : pool_) s += e.buffer.numel();
   return s;
 }
 

@@ -128,6 +128,7 @@ class ZooModel : public Model {
     HT_CHECK(x.device() == device(), c.name, ": input on ", device_name(x.device()), ", model on ",
              device_name(device()));
     forward_batch_ = x.dim(0);
+    if (training) ws_.begin_step();
     return net_.forward(x, training);
   }
 

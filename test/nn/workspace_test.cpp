@@ -1,7 +1,9 @@
 // nn::Workspace's buffer pool: a buffer is never handed out twice while someone holds it, a released one
-// is reused (smallest that fits), and a repeated request pattern stops allocating.
+// is reused (smallest that fits), a repeated request pattern stops allocating, and a batch that changes
+// leaves one set of buffers, not one per size (resnet20 at batch 8, then 16, then 4).
 #include <gtest/gtest.h>
 
+#include "hetrain/nn.hpp"
 #include "nn/layer.hpp"
 
 namespace hetrain::nn {
@@ -63,6 +65,28 @@ TEST(WorkspacePool, RepeatedPatternStopsGrowing) {
   const int64_t after_one = ws.pooled_floats();
   for (int k = 0; k < 3; ++k) step();
   EXPECT_EQ(ws.pooled_floats(), after_one);
+}
+
+// After the batch grows, the buffers of the old size go one step later: the pool holds about one step's set
+// (what the memory cap assumes), not one set per batch size seen. Smaller requests may keep using larger
+// free buffers, so a shrinking batch keeps the largest set it had, and no more. A steady run keeps its own.
+TEST(WorkspacePool, AGrowingBatchReleasesTheOldSizesBuffers) {
+  auto pooled_after = [](const std::vector<int64_t>& batches) {
+    ModelConfig c;
+    c.name = "resnet20", c.in_channels = 3, c.height = c.width = 16, c.num_classes = 10;
+    auto model = Model::create(c);
+    model->init(1);
+    for (int64_t b : batches) {
+      Tensor out = model->forward(Tensor({b, 3, 16, 16}), true);
+      model->backward(Tensor(out.shape()));
+    }
+    return model->pooled_floats();
+  };
+  const int64_t sixteen = pooled_after({16, 16});
+  EXPECT_EQ(pooled_after({16, 16, 16, 16}), sixteen) << "a steady run grew or shrank its pool";
+  const int64_t grown = pooled_after({4, 4, 8, 8, 16, 16});
+  EXPECT_LE(grown, sixteen * 21 / 20) << "the buffers of batches 4 and 8 outlived the change to 16";
+  EXPECT_LE(pooled_after({16, 16, 4, 4}), sixteen);
 }
 
 }  // namespace
