@@ -98,6 +98,13 @@ void PowerSgd::orthonormalize(float* p, int64_t rows, int64_t rank) {
     for (int64_t j = 0; j < rank; ++j) p[i * rank + j] = float(col[size_t(j * rows + i)]);
 }
 
+// Rows of a matrix handled together by the fused passes below: about 64 K floats, so that a block of M, its
+// error and its approximation stay in cache between the product and the element-wise work on them.
+int64_t PowerSgd::block_rows(int64_t cols) { return std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, cols)); }
+
+// Memory-bound work: each pass over M costs as much as a pass over the whole gradient. Per matrix: M += e
+// fused with P = M·Q (3 passes), Qᵀ = P̂ᵀ·M (1), and A = P̂·Qᵀ fused with e = M − A/ranks, M = A (3): 7
+// passes where the unfused steps took 10.
 void PowerSgd::reduce(Communicator& comm, float* grads, double weight, int ranks, Wire wire) {
   HT_CHECK(ranks >= 1, "internal: PowerSGD over ", ranks, " ranks");
   apply_weight(grads, count_, weight);
@@ -108,13 +115,17 @@ void PowerSgd::reduce(Communicator& comm, float* grads, double weight, int ranks
     out += end - begin;
   }
   for (const Matrix& m : matrices_) {
-    float* M = grads + m.offset;
-    const float* e = error_.data() + m.offset;
-    const int64_t n = m.rows * m.cols;
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) M[i] += e[i];
-    // P [rows, r] = M [rows, cols] · Qt [r, cols]ᵀ (q_ holds Q transposed: r rows of cols)
-    ops::cpu::linear_forward<float>(out + m.p_at, M, q_.data() + m.q_at, nullptr, int(m.rows), int(m.cols), int(m.rank));
+    const int64_t rb = block_rows(m.cols), blocks = (m.rows + rb - 1) / rb;
+#pragma omp parallel for schedule(static) if (m.rows * m.cols > (1 << 16))
+    for (int64_t k = 0; k < blocks; ++k) {
+      const int64_t r0 = k * rb, nr = std::min(rb, m.rows - r0);
+      float* M = grads + m.offset + r0 * m.cols;
+      const float* e = error_.data() + m.offset + r0 * m.cols;
+      for (int64_t i = 0; i < nr * m.cols; ++i) M[i] += e[i];
+      // P [rows, r] = M [rows, cols] · Qt [r, cols]ᵀ (q_ holds Q transposed: r rows of cols)
+      ops::cpu::linear_forward<float>(out + m.p_at + r0 * m.rank, M, q_.data() + m.q_at, nullptr, int(nr), int(m.cols),
+                                      int(m.rank));
+    }
   }
   comm.weighted_allreduce(first_.data(), int64_t(first_.size()), 1.0, wire);
   const float* in = first_.data();
@@ -131,22 +142,26 @@ void PowerSgd::reduce(Communicator& comm, float* grads, double weight, int ranks
     ops::cpu::linear_backward<float>(nullptr, qt, nullptr, p, grads + m.offset, qt, int(m.rows), int(m.cols), int(m.rank));
   }
   comm.weighted_allreduce(second_.data(), int64_t(second_.size()), 1.0, wire);
-  // A [rows, cols] = P̂ [rows, r] · Qt [r, cols]; e_r = M_r − A/ranks; the buffer gets A.
+  // A [rows, cols] = P̂ [rows, r] · Qt [r, cols]; e_r = M_r − A/ranks; the buffer gets A. Block by block.
   const float share = 1.0f / float(ranks);
-  std::vector<float> approx;
   for (const Matrix& m : matrices_) {
+    const int64_t rb = block_rows(m.cols), blocks = (m.rows + rb - 1) / rb;
     const float* p = first_.data() + whole_floats_ + m.p_at;
     const float* qt = second_.data() + m.q_at;
-    approx.resize(size_t(m.rows * m.cols));
-    ops::cpu::linear_backward<float>(approx.data(), nullptr, nullptr, p, nullptr, qt, int(m.rows), int(m.cols), int(m.rank));
-    float* M = grads + m.offset;
-    float* e = error_.data() + m.offset;
-    const float* a = approx.data();
-    const int64_t n = m.rows * m.cols;
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) {
-      e[i] = M[i] - a[i] * share;
-      M[i] = a[i];
+#pragma omp parallel for schedule(static) if (m.rows * m.cols > (1 << 16))
+    for (int64_t k = 0; k < blocks; ++k) {
+      thread_local std::vector<float> approx;
+      const int64_t r0 = k * rb, nr = std::min(rb, m.rows - r0);
+      approx.resize(size_t(nr * m.cols));
+      ops::cpu::linear_backward<float>(approx.data(), nullptr, nullptr, p + r0 * m.rank, nullptr, qt, int(nr),
+                                       int(m.cols), int(m.rank));
+      float* M = grads + m.offset + r0 * m.cols;
+      float* e = error_.data() + m.offset + r0 * m.cols;
+      const float* a = approx.data();
+      for (int64_t i = 0; i < nr * m.cols; ++i) {
+        e[i] = M[i] - a[i] * share;
+        M[i] = a[i];
+      }
     }
   }
   q_.assign(second_.begin(), second_.end());  // the warm start of the next step

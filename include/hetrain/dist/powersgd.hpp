@@ -59,6 +59,7 @@ class PowerSgd {
     int64_t p_at, q_at;  // into the P part of the first message and into q_
   };
   static void orthonormalize(float* p, int64_t rows, int64_t rank);
+  static int64_t block_rows(int64_t cols);
   int rank_;
   int64_t count_;
   std::vector<Matrix> matrices_;
