@@ -46,8 +46,9 @@ class PowerSgd {
   int64_t floats_sent() const;        // what one step's two allreduces carry, against count() uncompressed
 
   // State for checkpoints: the factors Q (the warm start, the same on every rank) and this rank's error
-  // (count floats, zero outside compressed matrices). Σ_r error is what the next step owes: a checkpoint
-  // keeps that sum, and a resume hands it to one rank (any rank count then continues the same sums).
+  // (count floats, zero outside compressed matrices). A checkpoint keeps every rank's error; Σ_r error is
+  // what the next step owes, so a resume on another rank count may hand the sum to one rank
+  // (train/setup.cpp, restore_compression).
   const std::vector<float>& q() const { return q_; }
   std::vector<float>& q() { return q_; }
   const std::vector<float>& error() const { return error_; }
