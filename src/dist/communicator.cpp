@@ -34,10 +34,7 @@ void Communicator::allreduce_sum_on_wire(float* data, int64_t n, Wire wire) {
 
 void Communicator::weighted_allreduce(float* grads, int64_t n, double weight, Wire wire) {
   apply_weight(grads, n, weight);
-  if (is_16bit(wire))
-    allreduce_sum_on_wire(grads, n, wire);
-  else
-    allreduce_sum(grads, n);
+  allreduce_sum_on_wire(grads, n, wire);
 }
 
 void Communicator::start_weighted_allreduce(float* grads, int64_t n, double weight, Wire wire) {
@@ -225,16 +222,7 @@ void MpiCommunicator::start_16bit_stage(InFlight& f, const Stage& s) {
     f.requests.push_back(r);
     return;
   }
-  uint16_t* mine = f.sent.data() + s.rank * f.block;
-  const Wire wire = f.wire;
-  const int64_t block = f.block;
-  const uint16_t* got = f.got.data();
-#pragma omp parallel for schedule(static) if (block > (1 << 16))
-  for (int64_t j = 0; j < block; ++j) {
-    float sum = 0.0f;
-    for (int64_t r = 0; r < ranks; ++r) sum += widen_from_wire(got[r * block + j], wire);
-    mine[j] = narrow_to_wire(sum, wire);
-  }
+  sum_on_wire(f.got.data(), ranks, f.block, f.sent.data() + s.rank * f.block, f.wire);
   MPI_Request r = MPI_REQUEST_NULL;
   HT_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, f.sent.data(), int(f.block), MPI_UINT16_T, s.comm, &r));
   f.requests.push_back(r);

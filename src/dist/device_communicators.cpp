@@ -123,29 +123,25 @@ HostStagedCommunicator::Slot& HostStagedCommunicator::slot(size_t index, int64_t
   return s;
 }
 
-void HostStagedCommunicator::allreduce_sum(float* device_data, int64_t n) {
+void HostStagedCommunicator::blocking(float* device_data, int64_t n, const std::function<void(float*)>& reduce) {
   HT_CHECK(started_ == 0, "internal: a blocking reduction while started buckets are unfinished");
   Slot& s = slot(0, n);
   staging_->to_host(s.host, device_data, n);
-  host_->allreduce_sum(s.host, n);
+  reduce(s.host);
   staging_->to_device(device_data, s.host, n);
 }
 
+void HostStagedCommunicator::allreduce_sum(float* device_data, int64_t n) {
+  blocking(device_data, n, [&](float* host) { host_->allreduce_sum(host, n); });
+}
+
 void HostStagedCommunicator::allreduce_sum_on_wire(float* device_data, int64_t n, Wire wire) {
-  HT_CHECK(started_ == 0, "internal: a blocking reduction while started buckets are unfinished");
-  Slot& s = slot(0, n);
-  staging_->to_host(s.host, device_data, n);
-  host_->allreduce_sum_on_wire(s.host, n, wire);
-  staging_->to_device(device_data, s.host, n);
+  blocking(device_data, n, [&](float* host) { host_->allreduce_sum_on_wire(host, n, wire); });
 }
 
 // The weight is applied on the host (the inner communicator's rule, including zero-fill for weight 0).
 void HostStagedCommunicator::weighted_allreduce(float* device_grads, int64_t n, double weight, Wire wire) {
-  HT_CHECK(started_ == 0, "internal: a blocking reduction while started buckets are unfinished");
-  Slot& s = slot(0, n);
-  staging_->to_host(s.host, device_grads, n);
-  host_->weighted_allreduce(s.host, n, weight, wire);
-  staging_->to_device(device_grads, s.host, n);
+  blocking(device_grads, n, [&](float* host) { host_->weighted_allreduce(host, n, weight, wire); });
 }
 
 void HostStagedCommunicator::start_weighted_allreduce(float* device_grads, int64_t n, double weight, Wire wire) {

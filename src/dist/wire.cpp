@@ -85,26 +85,53 @@ float widen_from_wire(uint16_t h, Wire w) {
   return w == Wire::BF16 ? from_bf16(h) : from_fp16(h);
 }
 
+namespace {
+// The format's two conversions, chosen once per buffer rather than once per value.
+struct Bf16 {
+  static uint16_t narrow(float x) { return to_bf16(x); }
+  static float widen(uint16_t h) { return from_bf16(h); }
+};
+struct Fp16 {
+  static uint16_t narrow(float x) { return to_fp16(x); }
+  static float widen(uint16_t h) { return from_fp16(h); }
+};
+
+template <typename F>
+void narrow_all(const float* in, uint16_t* out, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) out[i] = F::narrow(in[i]);
+}
+
+template <typename F>
+void widen_all(const uint16_t* in, float* out, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) out[i] = F::widen(in[i]);
+}
+
+template <typename F>
+void sum_all(const uint16_t* blocks, int64_t ranks, int64_t block, uint16_t* out) {
+#pragma omp parallel for schedule(static) if (block > (1 << 16))
+  for (int64_t j = 0; j < block; ++j) {
+    float sum = 0.0f;
+    for (int64_t r = 0; r < ranks; ++r) sum += F::widen(blocks[r * block + j]);
+    out[j] = F::narrow(sum);
+  }
+}
+}  // namespace
+
 void narrow_to_wire(const float* in, uint16_t* out, int64_t n, Wire w) {
   HT_CHECK(is_16bit(w), "internal: narrow_to_wire to ", wire_name(w));
-  if (w == Wire::BF16) {
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) out[i] = to_bf16(in[i]);
-  } else {
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) out[i] = to_fp16(in[i]);
-  }
+  w == Wire::BF16 ? narrow_all<Bf16>(in, out, n) : narrow_all<Fp16>(in, out, n);
 }
 
 void widen_from_wire(const uint16_t* in, float* out, int64_t n, Wire w) {
   HT_CHECK(is_16bit(w), "internal: widen_from_wire from ", wire_name(w));
-  if (w == Wire::BF16) {
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) out[i] = from_bf16(in[i]);
-  } else {
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) out[i] = from_fp16(in[i]);
-  }
+  w == Wire::BF16 ? widen_all<Bf16>(in, out, n) : widen_all<Fp16>(in, out, n);
+}
+
+void sum_on_wire(const uint16_t* blocks, int64_t ranks, int64_t block, uint16_t* out, Wire w) {
+  HT_CHECK(is_16bit(w), "internal: sum_on_wire in ", wire_name(w));
+  w == Wire::BF16 ? sum_all<Bf16>(blocks, ranks, block, out) : sum_all<Fp16>(blocks, ranks, block, out);
 }
 
 }  // namespace hetrain::dist

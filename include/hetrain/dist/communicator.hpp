@@ -238,6 +238,8 @@ class HostStagedCommunicator : public Communicator {
     int64_t n = 0;
   };
   Slot& slot(size_t index, int64_t n);  // slot `index`, grown to n floats
+  // A blocking call: the device buffer to slot 0, `reduce` on that host copy, and back.
+  void blocking(float* device_data, int64_t n, const std::function<void(float*)>& reduce);
   std::unique_ptr<Communicator> host_;
   std::unique_ptr<HostStaging> staging_;
   std::string name_;

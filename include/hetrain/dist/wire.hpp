@@ -28,5 +28,8 @@ float widen_from_wire(uint16_t h, Wire w);
 // Whole buffers, with OpenMP over large ones.
 void narrow_to_wire(const float* in, uint16_t* out, int64_t n, Wire w);
 void widen_from_wire(const uint16_t* in, float* out, int64_t n, Wire w);
+// out[j] = round(Σ_r widen(blocks[r·block + j])) for j < block: `ranks` blocks of 16-bit values summed in
+// FP32 in block order and rounded once (the 16-bit exchange's reduction, dist/communicator.hpp).
+void sum_on_wire(const uint16_t* blocks, int64_t ranks, int64_t block, uint16_t* out, Wire w);
 
 }  // namespace hetrain::dist
