@@ -6,6 +6,8 @@
 #   make demo       install what is missing, pack Fashion-MNIST, train on it
 #   make bench      benchmarks that print comparisons (never fail on time)
 #   make gpu-check  GPU op tests + GPU benchmark lines, results in build/gpu-check (OUT=dir to change)
+#   make gpu-first-run  the first run on a GPU machine, within 9 minutes: versions, GPU tests with parity figures,
+#                   training at each precision against the CPU, mixed CPU+GPU job, memcheck; build/gpu-first-run (OUT=dir)
 #   make gpu-bundle test_gpu + bench_train_step + the shared libraries they need, for a bare GPU machine (DEST=dir)
 #   make install    copy the built binaries, job scripts, Python tools, model files, docs and an Lmod module file to PREFIX
 #                   (run make first; docs/install.md says what goes where)
@@ -254,7 +256,7 @@ $(BIN)/bench_%: $(OBJ)/bench/%_bench.o $(ALL_LIBS) $(CONFIG_STAMP)
 	@$(MPICXX) -o $@ $< $(call link_libs,$(ALL_LIBS)) $(LDLIBS)
 
 # ---------------------------------------------------------------- top-level targets
-.PHONY: all check-deps deps test demo bench clean help gpu-check gpu-bundle install
+.PHONY: all check-deps deps test demo bench clean help gpu-check gpu-first-run gpu-bundle install
 
 all: check-deps $(BIN)/hetrain $(BIN)/hetrain-pack $(TEST_BINS) $(if $(GPU_TEST_OBJS),$(BIN)/test_gpu)
 
@@ -281,9 +283,13 @@ demo:
 gpu-check: $(BIN)/test_gpu $(BIN)/bench_train_step $(BIN)/hetrain
 	@scripts/gpu-check.sh $(or $(OUT),build/gpu-check)
 
+# The first run on a GPU machine (scripts/gpu-first-run.sh): every part in at most 9 minutes, one summary.
+gpu-first-run: $(BIN)/test_gpu $(BIN)/bench_train_step $(BIN)/hetrain
+	@scripts/gpu-first-run.sh $(or $(OUT),build/gpu-first-run)
+
 # A folder that carries test_gpu, the step benchmark and the shared libraries they need to a bare GPU machine.
 gpu-bundle:
-	@$(MAKE) --no-print-directory CUDA=1 $(BIN)/test_gpu $(BIN)/bench_train_step
+	@$(MAKE) --no-print-directory CUDA=1 $(BIN)/test_gpu $(BIN)/bench_train_step $(BIN)/hetrain
 	@scripts/gpu-bundle.sh $(or $(DEST),build/gpu-bundle)
 
 bench: check-deps

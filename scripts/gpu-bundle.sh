@@ -14,6 +14,11 @@
 #                            benchmark; whatever else ldd lists for it goes into lib/ like the rest
 # DEST/pytorch_train_step.py the PyTorch side of the benchmark (needs a Python with torch on the GPU machine)
 # DEST/gpu-check.sh          the runner (scripts/gpu-check.sh); it finds lib/ beside itself
+# DEST/gpu-first-run.sh      the first run's script (scripts/gpu-first-run.sh), and gpu-lib.sh which both source
+# DEST/bin/hetrain           when it is a CUDA build (make CUDA=1 build/bin/hetrain), with models/yolov5n.yaml;
+#                            its libraries (MPI, HDF5, Boost, ...) go into lib/ like the rest
+# DEST/bin/mpirun, DEST/lib/openmpi/   Open MPI's launcher and components (with their libraries in lib/), when
+#                            this host has Open MPI: gpu-lib.sh points Open MPI at them for one node
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=${1:-build/gpu-bundle}
@@ -33,6 +38,18 @@ else
   bins+=("$b")
 fi
 
+h=build/bin/hetrain
+if [ ! -x "$h" ]; then
+  echo "gpu-bundle: note: $h is not built: the bundle's gpu-first-run will not train" >&2
+elif [[ "$(ldd "$h")" != *libcudart* ]]; then
+  echo "gpu-bundle: note: $h is a CPU-only build (no libcudart): left out; rebuild it with CUDA=1" >&2
+else
+  bins+=("$h")
+fi
+# Open MPI's launcher (orterun) and its components (dlopened at run time, so ldd of the programs misses them).
+mpirun_bin=$(readlink -f "$(command -v mpirun 2>/dev/null)" 2>/dev/null || true)
+ompi_components=$( { ompi_info --path pkglibdir --parsable 2>/dev/null || true; } | sed -n 's/^path:pkglibdir://p')
+
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/lib"
 # Libraries that every Linux has (and must match its own loader) or that must come from the GPU machine.
@@ -49,17 +66,34 @@ for b in "${bins[@]}"; do
     [ -e "$dest/lib/$soname" ] || cp -L "$path" "$dest/lib/$soname"
   done
 done
+if [[ " ${bins[*]} " == *" build/bin/hetrain "* ]] && [ -x "$mpirun_bin" ] && [ -d "$ompi_components" ]; then
+  cp "$mpirun_bin" "$dest/bin/mpirun"
+  mkdir -p "$dest/lib/openmpi"
+  cp -L "$ompi_components"/*.so "$dest/lib/openmpi/"
+  for f in "$dest/bin/mpirun" "$dest"/lib/openmpi/*.so; do
+    ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r soname path; do
+      if [[ "$soname" =~ $skip ]]; then continue; fi
+      [ -e "$dest/lib/$soname" ] || cp -L "$path" "$dest/lib/$soname"
+    done
+  done
+elif [[ " ${bins[*]} " == *" build/bin/hetrain "* ]]; then
+  echo "gpu-bundle: note: no Open MPI here (mpirun, ompi_info): the bundle's mixed CPU+GPU parts will not run" >&2
+fi
 # What the bundle asks of the GPU machine's C library and C++ runtime: the newest symbol versions any of its
 # files needs. RHEL 9 offers glibc 2.34 and GLIBCXX_3.4.29 (GCC 11); Ubuntu 22.04 glibc 2.35 and 3.4.30.
-newest() { objdump -T "$dest"/bin/* "$dest"/lib/* 2>/dev/null | grep -oE "\b$1_[0-9.]+" | sort -uV | tail -1 || true; }
+newest() { objdump -T "$dest"/bin/* "$dest"/lib/* "$dest"/lib/openmpi/* 2>/dev/null | grep -oE "\b$1_[0-9.]+" | sort -uV | tail -1 || true; }
 need_glibc=$(newest GLIBC) need_glibcxx=$(newest GLIBCXX)
 if [ "$(printf '%s\n' "${need_glibc#GLIBC_}" 2.34 | sort -V | tail -1)" != 2.34 ] ||
    [ "$(printf '%s\n' "${need_glibcxx#GLIBCXX_}" 3.4.29 | sort -V | tail -1)" != 3.4.29 ]; then
   echo "gpu-bundle: warning: the bundle needs $need_glibc and $need_glibcxx, newer than RHEL 9's (GLIBC_2.34, GLIBCXX_3.4.29)" >&2
 fi
 cp scripts/gpu-check.sh "$dest/gpu-check.sh"
+cp scripts/gpu-first-run.sh "$dest/gpu-first-run.sh"
+cp scripts/gpu-lib.sh "$dest/gpu-lib.sh"
+mkdir -p "$dest/models"
+cp models/yolov5n.yaml "$dest/models/"
 cp bench/pytorch_train_step.py "$dest/pytorch_train_step.py"
-chmod +x "$dest/gpu-check.sh" "$dest/pytorch_train_step.py"
+chmod +x "$dest/gpu-check.sh" "$dest/gpu-first-run.sh" "$dest/pytorch_train_step.py"
 {
   echo "hetrain GPU bundle, built $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname)"
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -67,6 +101,7 @@ chmod +x "$dest/gpu-check.sh" "$dest/pytorch_train_step.py"
   echo "needs from the system: glibc with ${need_glibc:-?}, libstdc++.so.6 with ${need_glibcxx:-?}, libgcc_s.so.1"
   echo "programs: $(cd "$dest/bin" && echo *)"
   echo "PyTorch side of the benchmark: pytorch_train_step.py with the first python3 whose torch sees a GPU (HETRAIN_PYTHON to choose)"
-  echo "run: ./gpu-check.sh OUTDIR"
+  echo "Open MPI for the mixed CPU+GPU parts: $([ -x "$dest/bin/mpirun" ] && echo "bin/mpirun, lib/openmpi/ (one node)" || echo "none")"
+  echo "run: ./gpu-first-run.sh OUTDIR  (the first run, 9 minutes), ./gpu-check.sh OUTDIR"
 } >"$dest/BUNDLE.txt"
 echo "gpu-bundle: $dest ($(ls "$dest/lib" | wc -l) libraries, $(du -sh "$dest" | cut -f1))"

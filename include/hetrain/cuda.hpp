@@ -271,9 +271,11 @@ struct CudnnConvOptions {
   Precision precision = Precision::FP32;
   bool deterministic = false;  // only algorithms whose results do not depend on scheduling
 };
-// cudnnFind runs so far in this process (each new shape measures its algorithms once, which can take far
+// Algorithm choices so far in this process (each new shape measures its algorithms once, which can take far
 // longer than a step: the trainer keeps such steps out of the balancer's timings). 0 without CUDA.
 int64_t conv_algorithm_searches();
+// Of those, the choices left to cuDNN's heuristics because the device had no memory to measure in.
+int64_t conv_algorithm_heuristic_choices();
 class CudnnConv2d {
  public:
   CudnnConv2d(const Conv2dGeom& g, const CudnnConvOptions& options = {});

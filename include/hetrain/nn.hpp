@@ -50,20 +50,25 @@ class ParamBuffer {
   void to(Device device);
   Device device() const { return values_.device(); }
 
+  // values(), grads(): count() floats, each parameter at its spec's offset, a multiple of kParamAlignment;
+  // the floats between parameters are zero in both and stay zero (no layer writes them; the optimizer,
+  // the reductions and the moving average keep zeros zero).
+  static constexpr int64_t kParamAlignment = 64;
   Tensor& values() { return values_; }  // [count()]
   Tensor& grads() { return grads_; }    // [count()]
   Tensor& states() { return states_; }  // [state_count()]
   const Tensor& values() const { return values_; }
   const Tensor& grads() const { return grads_; }
   const Tensor& states() const { return states_; }
-  int64_t count() const { return count_; }
+  int64_t count() const { return count_; }            // floats in values() and grads(), padding included
+  int64_t parameters() const { return parameters_; }  // the model's parameters: the sum of specs' numel()
   int64_t state_count() const { return state_count_; }
 
  private:
   std::vector<ParamSpec> specs_, state_specs_;
   std::vector<float> state_init_;
   Tensor values_, grads_, states_;
-  int64_t count_ = 0, state_count_ = 0;
+  int64_t count_ = 0, parameters_ = 0, state_count_ = 0;
   bool finalized_ = false;
 };
 
@@ -136,7 +141,7 @@ class Model {
   const ModelConfig& config() const { return config_; }
   ParamBuffer& params() { return params_; }
   const ParamBuffer& params() const { return params_; }
-  int64_t param_count() const { return params_.count(); }
+  int64_t param_count() const { return params_.parameters(); }
 
   // Deterministic initialisation from a seed (Kaiming as torchvision does); identical on every rank.
   virtual void init(uint64_t seed) = 0;

@@ -1,6 +1,6 @@
 // src/cuda/conv_cudnn.cpp — NCHW float convolution through cuDNN's convolution API.
 //
-// Algorithms are measured once per shape with cudnnFind*Algorithm and cached for the process: a ResNet
+// Algorithms are measured once per shape with cudnnFind*AlgorithmEx and cached for the process: a ResNet
 // repeats a handful of shapes, and measuring costs far more than a step. Only algorithms whose workspace
 // fits the bound are considered. All convolutions of a device share one workspace, grown to the largest
 // need: layers run one after another on one stream, so a ResNet-50 holds one layer's workspace instead of
@@ -25,6 +25,7 @@
 // The scratch is carved into three regions, sized by the layer's shapes: A (x-sized), B (y-sized), C (w-sized).
 // Forward uses A = x16, B = y16, C = w16. Backward: B = dout16, C = w16, A = dx16 (cast to din), then
 // A = x16 and C = dw16 — each reuse comes after the last reader of the region on the same stream.
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -50,7 +51,7 @@ struct Algos {
 using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool, size_t>;
 std::mutex g_cache_mutex;
 std::map<Key, Algos> g_cache;
-std::atomic<int64_t> g_searches{0};
+std::atomic<int64_t> g_searches{0}, g_heuristic_choices{0};
 
 // The current device's shared workspace, at least `bytes` long. Growing it frees the old block first:
 // cudaFree waits for the device, so no convolution still running can be using it.
@@ -142,27 +143,79 @@ struct CudnnConv2d::Impl {
     return {base, b, b + detail::half_region_bytes(n_out)};
   }
 
+  // Chooses the three directions' algorithms. Measured with cudnnFind*Ex on buffers allocated here: the
+  // operands (the 16-bit scratch regions at BF16/FP16, a temporary of x, y and w at FP32 and TF32) and a
+  // search workspace of at most the bound and half the free memory, all released when the search is done.
+  // The plain cudnnFind* would allocate its own buffers, as large as each algorithm asks, and fail with
+  // CUDNN_STATUS_ALLOC_FAILED near the memory cap, where a rebalanced batch size searches again
+  // (docs/architecture.md, "Devices"). Where even these buffers do not fit, cuDNN's heuristics (cudnnGet*_v7) choose, which
+  // allocate nothing.
   Algos choose(cudnnHandle_t h) {
     ++g_searches;
-    Algos a{};
     const size_t max_ws = opt.max_workspace_bytes;
+    size_t free_bytes = 0, total_bytes = 0;
+    HT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const size_t search_ws = std::min(max_ws, free_bytes / 2);
+    DeviceBuffer<char> operands, workspace;
+    void *xp = nullptr, *yp = nullptr, *wp = nullptr;
+    bool measured = true;
+    // The search writes the operand buffers, the 16-bit scratch among them, which a step still running on
+    // another stream may be reading: searches are rare (a new shape), so wait for the device first.
+    HT_CUDA_CHECK(cudaDeviceSynchronize());
+    try {
+      if (low_precision()) {
+        const Scratch sc = scratch();
+        xp = sc.a, yp = sc.b, wp = sc.c;
+      } else {
+        operands = DeviceBuffer<char>(size_t(n_in + n_out + n_w) * sizeof(float));
+        xp = operands.data(), yp = static_cast<float*>(xp) + n_in, wp = static_cast<float*>(yp) + n_out;
+      }
+      workspace = DeviceBuffer<char>(search_ws);
+    } catch (const Error&) {
+      measured = false;  // out of memory: device_alloc took the error out of the runtime
+    }
     const int kMax = 16;
     int n = 0;
     cudnnConvolutionFwdAlgoPerf_t fr[kMax];
-    HT_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, x, w, conv_fwd, y, kMax, &n, fr));
-    auto* f = pick(fr, n, max_ws, opt.deterministic, opt.precision);
     cudnnConvolutionBwdDataAlgoPerf_t dr[kMax];
-    HT_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, w, y, conv_bwd_data, x, kMax, &n, dr));
-    auto* d = pick(dr, n, max_ws, opt.deterministic, opt.precision);
     cudnnConvolutionBwdFilterAlgoPerf_t wr[kMax];
-    HT_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(h, x, y, conv_bwd_filter, w, kMax, &n, wr));
-    auto* b = pick(wr, n, max_ws, opt.deterministic, opt.precision);
-    HT_CHECK(f && d && b, "cuDNN has no convolution algorithm for ", shape(), " within a workspace of ", max_ws,
-             " bytes", opt.deterministic ? " (deterministic only)" : "", ": raise the workspace bound");
+    const cudnnConvolutionFwdAlgoPerf_t* f = nullptr;
+    const cudnnConvolutionBwdDataAlgoPerf_t* d = nullptr;
+    const cudnnConvolutionBwdFilterAlgoPerf_t* b = nullptr;
+    if (measured) {
+      void* ws = workspace.data();
+      HT_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, x, xp, w, wp, conv_fwd, y, yp, kMax, &n, fr, ws,
+                                                            search_ws));
+      f = pick(fr, n, search_ws, opt.deterministic, opt.precision);
+      HT_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, w, wp, y, yp, conv_bwd_data, x, xp, kMax, &n, dr,
+                                                                 ws, search_ws));
+      d = pick(dr, n, search_ws, opt.deterministic, opt.precision);
+      HT_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, x, xp, y, yp, conv_bwd_filter, w, wp, kMax, &n,
+                                                                   wr, ws, search_ws));
+      b = pick(wr, n, search_ws, opt.deterministic, opt.precision);
+    } else {
+      HT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, x, w, conv_fwd, y, kMax, &n, fr));
+      f = pick(fr, n, max_ws, opt.deterministic, opt.precision);
+      HT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w, y, conv_bwd_data, x, kMax, &n, dr));
+      d = pick(dr, n, max_ws, opt.deterministic, opt.precision);
+      HT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, y, conv_bwd_filter, w, kMax, &n, wr));
+      b = pick(wr, n, max_ws, opt.deterministic, opt.precision);
+    }
+    HT_CHECK(f && d && b, "cuDNN has no convolution algorithm for ", shape(), " within a workspace of ",
+             measured ? search_ws : max_ws, " bytes", opt.deterministic ? " (deterministic only)" : "",
+             measured ? "" : " (chosen by heuristics: no memory to measure)",
+             ": raise the workspace bound or free device memory");
+    Algos a{};
     a.fwd = f->algo, a.fwd_math = f->mathType;
     a.bwd_data = d->algo, a.bwd_data_math = d->mathType;
     a.bwd_filter = b->algo, a.bwd_filter_math = b->mathType;
     a.workspace = std::max({f->memory, d->memory, b->memory});
+    if (measured) {
+      // The search ran on the default stream; the temporaries are freed (cudaFree waits for the device).
+      HT_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+    } else {
+      ++g_heuristic_choices;
+    }
     return a;
   }
 
@@ -175,6 +228,7 @@ struct CudnnConv2d::Impl {
 };
 
 int64_t conv_algorithm_searches() { return g_searches.load(); }
+int64_t conv_algorithm_heuristic_choices() { return g_heuristic_choices.load(); }
 
 CudnnConv2d::CudnnConv2d(const Conv2dGeom& g, const CudnnConvOptions& options) : impl_(new Impl) {
   HT_CHECK(g.N > 0 && g.C > 0 && g.H > 0 && g.W > 0 && g.K > 0 && g.R > 0 && g.S > 0 && g.stride > 0 && g.pad >= 0,

@@ -581,6 +581,7 @@ Built build_graph(const GraphFile& f, const Resolved& r, int image_h, int image_
     info.module = kind->name;
     info.repeats = c.n;
     info.param_begin = pb.count();
+    const int64_t parameters_before = pb.parameters();
     const std::string prefix = "model." + std::to_string(e.index);
     if (kind->multi) {
       HT_CHECK(c.n == 1, e.where, ": ", kind->name, " cannot repeat (number ", e.number, "): write it once");
@@ -599,7 +600,7 @@ Built build_graph(const GraphFile& f, const Resolved& r, int image_h, int image_
       std::unique_ptr<Layer> layer = build_single(*kind, c, prefix, info);
       out.nodes.push_back(std::make_unique<LayerNode>(std::move(layer)));
     }
-    info.param_count = pb.count() - info.param_begin;
+    info.param_count = pb.parameters() - parameters_before;
     shapes.push_back(info.out_shape);
     out.info.push_back(std::move(info));
   }
@@ -636,7 +637,7 @@ void GraphModel::build(const GraphFile& file) {
   double outputs = 0;
   for (const GraphLayerInfo& l : b.info) outputs += double(shape_numel(l.out_shape)) * sizeof(float);
   const double need = (3.0 * double(params_.count()) + double(params_.state_count())) * sizeof(float) + outputs;
-  check_memory_for(need, path_ + ": the model (" + std::to_string(params_.count()) + " parameters, " +
+  check_memory_for(need, path_ + ": the model (" + std::to_string(params_.parameters()) + " parameters, " +
                              bytes_text(outputs) + " of layer outputs per sample)");
   info_ = std::move(b.info);
   nodes_ = std::move(b.nodes);
@@ -778,7 +779,7 @@ std::string describe_graph_model(const std::string& yaml_path, const ModelConfig
                   l.module.c_str(), l.args.c_str(), shape_str(l.out_shape).c_str());
     os << line;
   }
-  os << b.info.size() << " layers, " << pb.count() << " parameters, " << pb.state_count()
+  os << b.info.size() << " layers, " << pb.parameters() << " parameters, " << pb.state_count()
      << " batch-norm statistics; output per sample " << shape_str(b.info.back().out_shape) << "\n";
   if (b.head) {
     const DetectHeadLayout& h = *b.head;

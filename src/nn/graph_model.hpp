@@ -32,7 +32,7 @@ struct GraphLayerInfo {
   int repeats = 1;          // number after depth_multiple
   std::string args;         // as built, YOLOv5's print: Conv [c1, c2, k, s, p], C3 [c1, c2, n, ...]
   Shape out_shape;          // per sample: [C, H, W] or [F] (Detect: [A, 5 + nc])
-  int64_t param_begin = 0;  // flat offset of its first parameter
+  int64_t param_begin = 0;  // flat offset at or before its first parameter (the padding before it is zero)
   int64_t param_count = 0;
 };
 

@@ -15,8 +15,13 @@ void check_new_name(const std::vector<ParamSpec>& a, const std::vector<ParamSpec
 int ParamBuffer::declare(const std::string& name, Shape shape, ParamKind kind) {
   HT_CHECK(!finalized_, "ParamBuffer: declare('", name, "') after finalize()");
   check_new_name(specs_, state_specs_, name);
-  ParamSpec s{name, std::move(shape), kind, count_};
-  count_ += s.numel();
+  // Each parameter starts on a 64-float (256-byte) boundary, the alignment cudaMalloc gives a buffer:
+  // cuDNN and cuBLAS take every view as its own tensor, and a bias of 255 floats (a Detect head with 80
+  // classes) would leave every later weight only 4-byte aligned. The padding is zero and stays zero
+  // (docs/architecture.md, "Parameters in one buffer").
+  ParamSpec s{name, std::move(shape), kind, (count_ + kParamAlignment - 1) / kParamAlignment * kParamAlignment};
+  count_ = s.offset + s.numel();
+  parameters_ += s.numel();
   specs_.push_back(std::move(s));
   return static_cast<int>(specs_.size()) - 1;
 }

@@ -37,7 +37,7 @@ class Sequential : public Layer {
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
   const ParamBuffer* tracked_ = nullptr;
-  std::vector<int64_t> param_begin_;  // per layer: the parameter count before it was constructed
+  std::vector<int64_t> param_begin_;  // per layer: the buffer's length before it was constructed
 };
 
 }  // namespace hetrain::nn

@@ -550,7 +550,7 @@ void place_on_device(const TrainConfig& cfg, Setup& s) {
   // Kept free: a tenth of the GPU (cuDNN workspaces of later shapes, fragmentation, other processes'
   // growth) and the optimizer's two parameter-sized buffers, both uploaded at the first step: the momentum
   // buffer and the weight-decay mask (src/nn/sgd.cpp).
-  const int64_t reserve = int64_t(info.total_bytes / 10) + 2 * s.model->param_count() * int64_t(sizeof(float));
+  const int64_t reserve = int64_t(info.total_bytes / 10) + 2 * s.model->params().count() * int64_t(sizeof(float));
   s.memory_cap = dist::memory_batch_cap(int64_t(info.free_bytes), reserve, std::max<int64_t>(per_sample, 1));
   s.device += std::string(", ") + precision_name(cfg.precision) + ", fits " + std::to_string(s.memory_cap) +
               " samples (" + std::to_string(per_sample >> 10) + " KiB each)";

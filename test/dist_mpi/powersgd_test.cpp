@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -54,7 +55,9 @@ TEST(PowerSgd, OptionAndPlan) {
   EXPECT_EQ(p.compressed_floats(), 288);
   EXPECT_EQ(p.floats_sent(), (8 + 12 + 5) + 8 * 2 + 36 * 2);  // whole ranges + P + Q
   EXPECT_EQ(p.q().size(), size_t(36 * 2));
-  EXPECT_THROW(PowerSgd({{0, {8, 36}}}, 300, 2, 1), hetrain::Error);  // does not cover the buffer
+  EXPECT_EQ(p.parameters(), 8 * 36 + 8 + 12 + 5);
+  EXPECT_THROW(PowerSgd({{0, {8, 36}}}, 200, 2, 1), hetrain::Error);              // past the buffer's end
+  EXPECT_THROW(PowerSgd({{0, {8, 36}}, {100, {8}}}, 400, 2, 1), hetrain::Error);  // overlapping
 }
 
 // Σ_r b_r/B·g_r has rank one here: after two steps (the first Q is random, the second is warm) the
@@ -81,6 +84,29 @@ TEST(PowerSgd, LowRankSumComesBackWholeAndAlike) {
       scale = std::max(scale, std::fabs(want[size_t(i)]));
     }
     EXPECT_LT(worst, 1e-5 * scale) << "step " << step;
+  }
+}
+
+// nn::ParamBuffer leaves zero padding between parameters: PowerSGD neither sends nor writes it, and the
+// parameters around a gap come back as they do without one.
+TEST(PowerSgd, PaddingBetweenParametersIsLeftAlone) {
+  World& w = World::init(nullptr, nullptr);
+  MpiCommunicator comm(w.comm());
+  constexpr int64_t kGap = 32, kPadded = kCount + kGap;
+  std::vector<PowerSgd::Param> padded = kParams;
+  for (size_t i = 1; i < padded.size(); ++i) padded[i].offset += kGap;  // a gap after the conv weight
+  PowerSgd tight(kParams, kCount, 2, 7), gapped(padded, kPadded, 2, 7);
+  EXPECT_EQ(gapped.parameters(), tight.parameters());
+  EXPECT_EQ(gapped.floats_sent(), tight.floats_sent());
+  for (int step = 0; step < 2; ++step) {
+    std::vector<float> g = gradient(w.rank()), h(kPadded, 0.0f);
+    std::copy(g.begin(), g.begin() + 288, h.begin());
+    std::copy(g.begin() + 288, g.end(), h.begin() + 288 + kGap);
+    tight.reduce(comm, g.data(), weight_of(w.rank(), w.size()), w.size());
+    gapped.reduce(comm, h.data(), weight_of(w.rank(), w.size()), w.size());
+    for (int64_t i = 0; i < kGap; ++i) ASSERT_EQ(h[size_t(288 + i)], 0.0f) << "step " << step << ", gap float " << i;
+    EXPECT_EQ(std::memcmp(h.data(), g.data(), 288 * sizeof(float)), 0) << "step " << step;
+    EXPECT_EQ(std::memcmp(h.data() + 288 + kGap, g.data() + 288, size_t(kCount - 288) * sizeof(float)), 0);
   }
 }
 

@@ -156,12 +156,20 @@ TEST(CudaCast, MatchesTwinOnRandomValues) {
     }
     const std::vector<float> got = device_round_trip(x, p);
     int bad = 0;
+    double max_abs = 0, max_rel = 0;
     for (size_t i = 0; i < n; ++i) {
       const float want = gpu_test::round_to_16bit_twin(x[i], p);
       if (!same(got[i], want) && bad++ < 5)
         ADD_FAILURE() << "x[" << i << "] = " << x[i] << " → " << got[i] << ", twin " << want;
+      const double d = std::abs(double(got[i]) - double(want));
+      if (std::isfinite(d) && d > 0) {
+        max_abs = std::max(max_abs, d);
+        if (want != 0) max_rel = std::max(max_rel, d / std::abs(double(want)));
+      }
     }
     EXPECT_EQ(bad, 0) << "of " << n;
+    gpu_test::record_parity(std::string("round to ") + precision_name(p) + " (bit for bit)", n, max_abs, max_rel,
+                            bad == 0 ? 0.0 : INFINITY, bad == 0);
   }
 }
 

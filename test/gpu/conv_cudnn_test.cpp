@@ -118,3 +118,21 @@ TEST(CudaConv, SearchAfterTheLastStreamWasDestroyed) {
   cuda::device_synchronize();
   check_conv(geom(2, 3, 11, 13, 5, 3, 3, 1, 1), false, 8);  // the chosen algorithms are still right
 }
+
+// A new shape near the memory cap (the first step after the balancer grew this rank's batch): the search
+// measures on buffers it allocates itself, bounded by half the free memory, and the chosen algorithms still
+// compute the right thing. 48 MiB are left free: the test's own buffers, the search's operands and a search
+// workspace of about 20 MiB fit; what cuDNN's own search would have allocated need not.
+TEST(CudaConv, SearchNearTheMemoryCap) {
+  HT_REQUIRE_GPU();
+  cuda::device_synchronize();
+  const size_t free_bytes = cuda_device_info(0).free_bytes;
+  const size_t leave = size_t(48) << 20;
+  ASSERT_GT(free_bytes, 2 * leave);
+  cuda::DeviceBuffer<char> hog(free_bytes - leave);
+  const int64_t heuristic_before = cuda::conv_algorithm_heuristic_choices();
+  const int64_t searches_before = cuda::conv_algorithm_searches();
+  check_conv(geom(7, 64, 28, 28, 64, 3, 3, 1, 1), false, 9);  // a shape no other test uses
+  EXPECT_EQ(cuda::conv_algorithm_searches(), searches_before + 1);
+  EXPECT_EQ(cuda::conv_algorithm_heuristic_choices(), heuristic_before);  // measured, not guessed
+}

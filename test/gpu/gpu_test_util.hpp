@@ -1,12 +1,24 @@
 // test/gpu/gpu_test_util.hpp — shared by the GPU parity tests: the skip rule, seeded inputs, and the
-// atol + rtol·|ref| comparison that prints the first mismatches.
+// atol + rtol·|ref| comparison that prints the first mismatches and records its parity figures.
+//
+// Parity figures: every gpu_test::expect_close (and record_parity, for tests that compare in their own
+// way) writes one line
+//   RESULT parity test=Suite.Name what="out" n=4096 max_abs=1.2e-06 max_rel=3.4e-07 tol_frac=0.012 ok=1
+// to stdout and, when HETRAIN_GPU_RESULTS names a file, appends it there (scripts/gpu-first-run.sh collects
+// them per test). max_abs = max |got − ref|, max_rel = max |got − ref| / |ref| over the elements whose |ref|
+// is above 1e-30 of the largest |ref| (finite values only), tol_frac = the largest |got − ref| / (atol +
+// rtol·|ref|): 1 is the edge of the tolerance (0 and inf with a zero tolerance: exact or not).
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -37,7 +49,63 @@ inline bool gpu_required() {
 inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   return test_support::random_vec<float>(n, seed, lo, hi);
 }
-using test_support::expect_close;
 using test_support::random_labels;
+
+// The running test's "Suite.Name" (or "-" outside a test).
+inline std::string current_test_name() {
+  const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+  return t ? std::string(t->test_suite_name()) + "." + t->name() : std::string("-");
+}
+
+// Appends one RESULT line to stdout and to $HETRAIN_GPU_RESULTS (when set).
+inline void emit_result(const std::string& line) {
+  std::cout << line << std::endl;
+  if (const char* path = std::getenv("HETRAIN_GPU_RESULTS"); path && *path) {
+    std::ofstream f(path, std::ios::app);
+    if (f) f << line << "\n";
+  }
+}
+
+// One "RESULT parity" line for a comparison of n values (see the file's header); tol_frac < 0: not given.
+inline void record_parity(const std::string& what, size_t n, double max_abs, double max_rel, double tol_frac,
+                          bool ok) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, " n=%zu max_abs=%.3g max_rel=%.3g", n, max_abs, max_rel);
+  std::string line = "RESULT parity test=" + current_test_name() + " what=\"" + what + "\"" + buf;
+  if (tol_frac >= 0) {
+    std::snprintf(buf, sizeof buf, " tol_frac=%.3g", tol_frac);
+    line += buf;
+  }
+  line += ok ? " ok=1" : " ok=0";
+  emit_result(line);
+}
+
+// test_support::expect_close, plus its parity line.
+template <typename T, typename U>
+void expect_close(const std::string& what, const std::vector<T>& got, const std::vector<U>& ref, double atol,
+                  double rtol) {
+  test_support::expect_close(what, got, ref, atol, rtol);
+  double max_abs = 0, max_rel = 0, tol_frac = 0, scale = 0;
+  bool ok = got.size() == ref.size();
+  const size_t n = std::min(got.size(), ref.size());
+  for (size_t i = 0; i < n; ++i)
+    if (std::isfinite(double(ref[i]))) scale = std::max(scale, std::abs(double(ref[i])));
+  for (size_t i = 0; i < n; ++i) {
+    const double g = double(got[i]), r = double(ref[i]);
+    if (std::isnan(g) && std::isnan(r)) continue;
+    if (g == r) continue;
+    const double d = std::abs(g - r);
+    const double tol = atol + rtol * std::abs(r);
+    if (!std::isfinite(d)) {
+      ok = false, tol_frac = INFINITY;
+      continue;
+    }
+    max_abs = std::max(max_abs, d);
+    if (std::abs(r) > 1e-30 * scale) max_rel = std::max(max_rel, d / std::abs(r));
+    tol_frac = std::max(tol_frac, tol > 0 ? d / tol : INFINITY);
+    if (d > tol) ok = false;
+  }
+  record_parity(what, n, max_abs, max_rel, tol_frac, ok);
+}
 
 }  // namespace gpu_test

@@ -132,6 +132,14 @@ void check_model(const std::string& name, int N, int C, int H, int classes, Boun
     for (size_t i = 0; i < ref.after.size(); ++i) diff += std::pow(double(run.after[i]) - ref.after[i], 2);
     const double update_diff = std::sqrt(diff) / moved;
     EXPECT_LE(update_diff, c.bound.update) << "‖p16 − p32‖ / ‖p32 − p0‖";
+    // Parity figures against the FP32 GPU run (the FP32 run itself matches the CPU: model_test.cpp).
+    const std::string tag = name + " " + precision_name(c.precision);
+    gpu_test::record_parity(tag + " first gradient (relative L2)", ref.first_grad.size(), grad_diff, grad_diff,
+                            grad_diff / c.bound.first_grad, grad_diff <= c.bound.first_grad);
+    gpu_test::record_parity(tag + " losses (relative)", size_t(kSteps), worst_loss, worst_loss, worst_loss / 0.02,
+                            worst_loss <= 0.02);
+    gpu_test::record_parity(tag + " update (relative L2)", ref.after.size(), update_diff, update_diff,
+                            update_diff / c.bound.update, update_diff <= c.bound.update);
     std::cout << "  " << name << " " << precision_name(c.precision) << ": first gradient difference " << grad_diff
               << " (bound " << c.bound.first_grad << "), largest loss difference " << worst_loss * 100
               << "%, update difference " << update_diff << " (bound " << c.bound.update << "), FP32 losses "

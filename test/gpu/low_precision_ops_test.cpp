@@ -52,7 +52,7 @@ Rms expect_within(const std::string& what, const std::vector<float>& got, const 
   EXPECT_EQ(got.size(), y.size()) << what;
   const double u = unit_roundoff(p);
   size_t bad = 0;
-  double worst = 0, se = 0, sy = 0;
+  double worst = 0, se = 0, sy = 0, max_abs = 0, max_rel = 0;
   for (size_t i = 0; i < y.size() && i < got.size(); ++i) {
     const double ref = init[i] + y[i];
     const double tol = u * (2 * std::abs(y[i]) + 8 * std::sqrt(q2[i])) + 1e-4 * std::sqrt(k) + 1e-4 * std::abs(ref);
@@ -61,11 +61,16 @@ Rms expect_within(const std::string& what, const std::vector<float>& got, const 
     if (!ok && bad++ < 5)
       ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", reference " << ref << " (tolerance " << tol << ")";
     worst = std::max(worst, ok ? err / tol : 1e9);
+    if (std::isfinite(err)) {
+      max_abs = std::max(max_abs, err);
+      if (ref != 0) max_rel = std::max(max_rel, err / std::abs(ref));
+    }
     se += (double(got[i]) - ref) * (double(got[i]) - ref);
     sy += y[i] * y[i];
   }
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << y.size() << " elements outside the tolerance";
   std::cout << "  " << what << ": worst error " << worst << " of the tolerance\n";
+  gpu_test::record_parity(what, y.size(), max_abs, max_rel, worst, bad == 0 && got.size() == y.size());
   const double n = double(std::max<size_t>(y.size(), 1));
   return {std::sqrt(se / n), std::sqrt(sy / n)};
 }

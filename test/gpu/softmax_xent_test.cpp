@@ -40,6 +40,10 @@ void check_xent(const XentCase& c, uint32_t seed) {
   for (float l : d_loss.download()) loss += l;
   loss /= c.N;
   EXPECT_NEAR(loss, loss_ref, 1e-5 + 1e-5 * std::abs(loss_ref));
+  {
+    const double d = std::abs(loss - loss_ref), tol = 1e-5 + 1e-5 * std::abs(loss_ref);
+    gpu_test::record_parity("mean loss", 1, d, loss_ref != 0 ? d / std::abs(loss_ref) : 0, d / tol, d <= tol);
+  }
   expect_close("dlogits", d_dlogits.download(), dlogits_ref, 1e-6, 1e-5);
 
   // In place: dlogits may alias probs.

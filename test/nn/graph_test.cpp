@@ -11,6 +11,7 @@
 
 #include "hetrain/error.hpp"
 #include "hetrain/nn.hpp"
+#include "hetrain/optim.hpp"
 #include "nn/graph_model.hpp"
 #include "nn/graph_yaml.hpp"
 #include "nn/init.hpp"
@@ -232,6 +233,44 @@ TEST(GraphModel, Yolov5nTrainingStepAt64OnCpu) {
   EXPECT_GT(m->activation_bytes_per_sample(), 0);
   for (int64_t i = 0; i < states.numel(); ++i) ASSERT_EQ(states[i], m->params().states()[i]);
   for (int64_t i = 0; i < g.numel(); ++i) ASSERT_EQ(m->params().grads()[i], 0.0f);
+}
+
+// 80 classes give each Detect bias 255 floats: every parameter must still start on a 64-float boundary
+// (cuDNN and cuBLAS take each view as its own tensor), and the padding between parameters must stay zero
+// through a training step with momentum and weight decay (the flat reductions and checkpoints rely on it).
+TEST(GraphModel, ParametersAlignedAndPaddingStaysZero) {
+  auto m = graph("yolov5n.yaml", 64, 80);
+  m->init(3);
+  const ParamBuffer& pb = m->params();
+  std::vector<char> is_param(size_t(pb.count()), 0);
+  for (const ParamSpec& s : pb.specs()) {
+    ASSERT_EQ(s.offset % ParamBuffer::kParamAlignment, 0) << s.name;
+    for (int64_t j = 0; j < s.numel(); ++j) is_param[size_t(s.offset + j)] = 1;
+  }
+  EXPECT_EQ(m->param_count(), 1872157);  // ultralytics' count: the padding is not a parameter
+  EXPECT_GT(pb.count(), pb.parameters());
+  optim::SgdConfig sc;
+  sc.weight_decay = 5e-4f;
+  optim::Sgd sgd(pb, sc);
+  Tensor x({2, 3, 64, 64});
+  test::fill_uniform(x, 8, 0.0f, 1.0f);
+  for (int step = 0; step < 2; ++step) {
+    const Tensor y = m->forward(x, true);
+    Tensor dy(y.shape());
+    test::fill_uniform(dy, 9 + step);
+    m->params().grads().zero();
+    m->backward(dy);
+    sgd.step(m->params(), 0.01f);
+  }
+  int64_t padding = 0;
+  for (int64_t i = 0; i < pb.count(); ++i) {
+    if (is_param[size_t(i)]) continue;
+    ++padding;
+    ASSERT_EQ(m->params().values()[i], 0.0f) << i;
+    ASSERT_EQ(m->params().grads()[i], 0.0f) << i;
+    ASSERT_EQ(sgd.momentum_buffer()[i], 0.0f) << i;
+  }
+  EXPECT_EQ(padding, pb.count() - pb.parameters());
 }
 
 TEST(GraphModel, CreateDispatchesYamlNames) {

@@ -11,24 +11,29 @@ using namespace hetrain::nn;
 using namespace hetrain::optim;
 
 namespace {
-// w: one linear weight element, b: one bias element.
+// w: one linear weight element, b: one bias element (at float 64 of the flat buffer: ParamBuffer aligns).
 struct Fixture {
   ParamBuffer pb;
   Fixture() {
     pb.declare("w", {1}, ParamKind::LinearWeight);
     pb.declare("b", {1}, ParamKind::Bias);
     pb.finalize();
-    pb.values()[0] = 1.0f;
-    pb.values()[1] = 2.0f;
+    w() = 1.0f;
+    b() = 2.0f;
+  }
+  float& w() { return pb.values().data()[pb.specs()[0].offset]; }
+  float& b() { return pb.values().data()[pb.specs()[1].offset]; }
+  void set_grads(float g) {
+    pb.grads().data()[pb.specs()[0].offset] = g;
+    pb.grads().data()[pb.specs()[1].offset] = g;
   }
   void two_steps(const SgdConfig& c, float out[2][2]) {
     Sgd sgd(pb, c);
     for (int s = 0; s < 2; ++s) {
-      pb.grads()[0] = 0.5f;
-      pb.grads()[1] = 0.5f;
+      set_grads(0.5f);
       sgd.step(pb, 0.5f);
-      out[s][0] = pb.values()[0];
-      out[s][1] = pb.values()[1];
+      out[s][0] = w();
+      out[s][1] = b();
     }
   }
 };
@@ -76,8 +81,8 @@ TEST(Sgd, PlainSgd) {
 TEST(Sgd, MomentumBufferIsFlatAndCheckpointable) {
   Fixture f;
   Sgd sgd(f.pb, sgd_cfg(0.9f, false, 0.0f, true));
-  EXPECT_EQ(sgd.momentum_buffer().numel(), 2);
-  f.pb.grads().fill(1.0f);
+  EXPECT_EQ(sgd.momentum_buffer().numel(), f.pb.count());
+  f.set_grads(1.0f);
   sgd.step(f.pb, 0.1f);
   EXPECT_FLOAT_EQ(sgd.momentum_buffer()[0], 1.0f);
   // Restoring a saved buffer continues the run: v = .9·3 + 1 = 3.7
@@ -166,10 +171,10 @@ TEST(Sgd, BiasGroupStepsAtItsOwnRate) {
   StepRates r;
   r.lr = 0.5f, r.bias_lr = 1.0f, r.momentum = 0.5f;
   for (int s = 0; s < 2; ++s) {
-    f.pb.grads().fill(0.5f);
+    f.set_grads(0.5f);
     sgd.step(f.pb, r);
-    EXPECT_FLOAT_EQ(f.pb.values()[0], s == 0 ? 0.75f : 0.375f);
-    EXPECT_FLOAT_EQ(f.pb.values()[1], s == 0 ? 1.5f : 0.75f);
+    EXPECT_FLOAT_EQ(f.w(), s == 0 ? 0.75f : 0.375f);
+    EXPECT_FLOAT_EQ(f.b(), s == 0 ? 1.5f : 0.75f);
   }
   r.momentum = 0.0f;
   EXPECT_NO_THROW(sgd.step(f.pb, r));

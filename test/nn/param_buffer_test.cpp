@@ -14,9 +14,11 @@ TEST(ParamBuffer, DeclareFinalizeViews) {
   EXPECT_THROW(pb.param(0), Error);  // not finalized yet
   pb.finalize();
   EXPECT_TRUE(pb.finalized());
-  EXPECT_EQ(pb.count(), 8);
+  // Each parameter starts on a 64-float boundary: the bias after the 6-float weight at 64.
+  EXPECT_EQ(pb.count(), 66);
+  EXPECT_EQ(pb.parameters(), 8);
   EXPECT_EQ(pb.state_count(), 4);
-  EXPECT_EQ(pb.specs()[1].offset, 6);
+  EXPECT_EQ(pb.specs()[1].offset, 64);
   EXPECT_EQ(pb.find("a.bias"), 1);
   EXPECT_EQ(pb.find("nope"), -1);
   EXPECT_EQ(pb.find_state("bn.running_var"), 0);
@@ -24,7 +26,8 @@ TEST(ParamBuffer, DeclareFinalizeViews) {
 
   // Views alias the flat buffers.
   pb.param(1)[1] = 5.0f;
-  EXPECT_EQ(pb.values()[7], 5.0f);
+  EXPECT_EQ(pb.values()[65], 5.0f);
+  for (int64_t i = 6; i < 64; ++i) EXPECT_EQ(pb.values()[i], 0.0f) << i;
   pb.grad(0)[0] = 3.0f;
   EXPECT_EQ(pb.grads()[0], 3.0f);
   EXPECT_EQ(pb.param(0).shape(), (Shape{2, 3}));

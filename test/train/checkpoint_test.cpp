@@ -44,8 +44,9 @@ CheckpointTensors tensors_of(const nn::Model& m) {
   t.values.assign(p.values().data(), p.values().data() + p.count());
   t.states.assign(p.states().data(), p.states().data() + p.state_count());
   for (size_t i = 0; i < t.states.size(); ++i) t.states[i] += 0.25f * float(i % 7);  // not the initial values
-  t.momentum.resize(t.values.size());
-  for (size_t i = 0; i < t.momentum.size(); ++i) t.momentum[i] = 1e-3f * float(i % 101) - 0.05f;
+  t.momentum.assign(t.values.size(), 0.0f);  // zero between parameters, as the optimizer keeps it
+  for (const nn::ParamSpec& s : p.specs())
+    for (int64_t i = s.offset; i < s.offset + s.numel(); ++i) t.momentum[size_t(i)] = 1e-3f * float(i % 101) - 0.05f;
   t.num_batches_tracked = 123;
   return t;
 }

@@ -32,7 +32,8 @@ class PowerSgd {
     int64_t offset = 0;
     std::vector<int64_t> shape;
   };
-  // params cover [0, count) of the buffer; seed draws the first Q (the same on every rank).
+  // params lie in [0, count) of the buffer without overlapping; the floats between them (padding) are zero
+  // in every rank's gradient and are neither sent nor written. seed draws the first Q (the same on every rank).
   PowerSgd(const std::vector<Param>& params, int64_t count, int rank, uint64_t seed);
 
   // Collective over comm (every rank, same step): grads (host, count floats) ← the reduced gradient of
@@ -40,10 +41,11 @@ class PowerSgd {
   void reduce(Communicator& comm, float* grads, double weight, int ranks, Wire wire = Wire::FP32);
 
   int rank() const { return rank_; }
-  int64_t count() const { return count_; }
+  int64_t count() const { return count_; }            // floats of the gradient buffer, padding included
+  int64_t parameters() const { return parameters_; }  // floats of the parameters: what a whole step sends
   int64_t compressed_matrices() const { return int64_t(matrices_.size()); }
   int64_t compressed_floats() const;  // parameters that travel as factors
-  int64_t floats_sent() const;        // what one step's two allreduces carry, against count() uncompressed
+  int64_t floats_sent() const;        // what one step's two allreduces carry, against parameters() uncompressed
 
   // State for checkpoints: the factors Q (the warm start, the same on every rank) and this rank's error
   // (count floats, zero outside compressed matrices). A checkpoint keeps every rank's error; Σ_r error is
@@ -62,7 +64,7 @@ class PowerSgd {
   static void orthonormalize(float* p, int64_t rows, int64_t rank);
   static int64_t block_rows(int64_t cols);
   int rank_;
-  int64_t count_;
+  int64_t count_, parameters_ = 0;
   std::vector<Matrix> matrices_;
   std::vector<std::pair<int64_t, int64_t>> whole_;  // [begin, end) ranges sent uncompressed
   int64_t whole_floats_ = 0, p_floats_ = 0;

@@ -47,6 +47,7 @@ void accumulate(float*, const float*, int64_t, CudaStream) { HT_NO_CUDA(); }
 void scale(float*, float, int64_t, CudaStream) { HT_NO_CUDA(); }
 void ema_update(float*, const float*, float, int64_t, CudaStream) { HT_NO_CUDA(); }
 int64_t conv_algorithm_searches() { return 0; }  // true: nothing was searched
+int64_t conv_algorithm_heuristic_choices() { return 0; }
 void count_nonfinite(int64_t*, const float*, int64_t, CudaStream) { HT_NO_CUDA(); }
 void sgd_update(float*, float*, const float*, const float*, const float*, int64_t, const SgdStep&, CudaStream) {
   HT_NO_CUDA();
