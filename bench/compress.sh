@@ -7,6 +7,9 @@
 #  1. resnet18 and resnet50 (synthetic 3x32x32, global batch 64, uniform split) at 1 and 10 Gbit/s:
 #     step time, compute, exposed communication and its share, samples/s, and the bytes each node's link
 #     carried per step, read from the link's own counters (not computed from the message sizes).
+#  3. (printed before 2) The asynchronous modes' center trades, fp32 against --reduce-precision bf16 (--mode
+#     async, osc/pt2pt, COMPRESS_ASYNC_MODEL resnet18, COMPRESS_ASYNC_SAMPLES 1024, COMPRESS_ASYNC_RATES 1gbit):
+#     samples/s, center updates, read/push times and the link's bytes per center update.
 #  2. Time to accuracy: resnet20 on Fashion-MNIST (Debian's dataset-fashion-mnist, packed here) at 1 Gbit/s,
 #     the three exchanges from the same seed: val accuracy after COMPRESS_EPOCHS epochs, the training time
 #     to reach COMPRESS_TARGET val accuracy, and the difference to the exact (FP32) run.
@@ -15,7 +18,7 @@
 # 2 ranks sharing this machine's cores. Needs root, iproute2 and unshare; otherwise prints why and skips.
 # Knobs (environment): COMPRESS_RATES ("1gbit 10gbit"), COMPRESS_MODELS ("resnet18 resnet50"),
 # COMPRESS_STEPS (6; the first is not counted), COMPRESS_EPOCHS (2), COMPRESS_TARGET (0.85),
-# COMPRESS_SEEDS ("1": part 2 once per seed), COMPRESS_PARTS ("throughput tta"), COMPRESS_KEEP=1 keeps the
+# COMPRESS_SEEDS ("1": part 2 once per seed), COMPRESS_PARTS ("throughput async tta"), COMPRESS_KEEP=1 keeps the
 # metrics and logs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +30,10 @@ STEPS=${COMPRESS_STEPS:-6}
 EPOCHS=${COMPRESS_EPOCHS:-2}
 TARGET=${COMPRESS_TARGET:-0.85}
 SEEDS=${COMPRESS_SEEDS:-1}
-PARTS=${COMPRESS_PARTS:-throughput tta}
+PARTS=${COMPRESS_PARTS:-throughput async tta}
+ASYNC_MODEL=${COMPRESS_ASYNC_MODEL:-resnet18}
+ASYNC_SAMPLES=${COMPRESS_ASYNC_SAMPLES:-1024}
+ASYNC_RATES=${COMPRESS_ASYNC_RATES:-1gbit}
 NS=htcp      # namespaces htcp1, htcp2 (nodes) and htcpbr (the switch)
 NET=10.78.0  # the nodes' addresses, only inside those namespaces
 say_skip() { echo "compress: skipped: $*"; exit 0; }
@@ -98,6 +104,38 @@ echo "   the exchange time not hidden behind backward (PowerSGD's products inclu
 echo "   (goal at 1 Gbit/s, resnet18, powersgd:4: <= 10%); MB/step = bytes through each node's link (both"
 echo "   directions, from the link's counters; launch and set-up included) / steps. Four ranks share this"
 echo "   machine's cores, so a step computes slower than on real nodes."
+fi
+
+# ---------------------------------------------------------------- 3. the asynchronous modes' center trades
+# (before part 2, which ends the script early where Fashion-MNIST is missing)
+if [[ " $PARTS " == *" async "* ]]; then
+echo
+echo "== center trades of --mode async on slow links: 2 nodes x 2 ranks, osc/pt2pt, $ASYNC_MODEL 32x32, $ASYNC_SAMPLES samples"
+printf "%-7s %-7s %10s %9s %11s %11s %15s\n" link wire samples/s updates "median ms" "slowest ms" "MB/update n1/n2"
+for rate in $ASYNC_RATES; do
+  netns_set_rate "$rate" || { echo "compress: could not set the links to $rate"; continue; }
+  for wire in fp32 bf16; do
+    out="$TMP/async-$rate-$wire"
+    before1=$(netns_link_bytes 1); before2=$(netns_link_bytes 2)
+    if ! netns_mpirun -n 4 --mca osc pt2pt "$BIN/hetrain" train --model "$ASYNC_MODEL" --synthetic "$ASYNC_SAMPLES" \
+        --synthetic-shape 3,32,32 --global-batch 64 --epochs 1 --lr 0.05 --mode async --reduce-precision $wire \
+        --log-every 0 >"$out.log" 2>&1; then
+      printf "%-7s %-7s  failed: %s\n" "$rate" "$wire" "$(grep -m1 -i error "$out.log" || tail -1 "$out.log")"
+      continue
+    fi
+    done_line=$(grep '^done:' "$out.log")
+    updates=$(sed -n 's/.* \([0-9]*\) center updates.*/\1/p' <<<"$done_line")
+    printf "%-7s %-7s %10s %9s %11s %11s %15s\n" "$rate" "$wire" "$(sed -n 's/.*, \([0-9.]*\) samples\/s.*/\1/p' <<<"$done_line")" \
+      "$updates" "$(sed -n 's/.*read or push median \([0-9.]*\) ms.*/\1/p' <<<"$done_line")" \
+      "$(sed -n 's/.*slowest \([0-9.]*\) ms.*/\1/p' <<<"$done_line")" \
+      "$(awk "BEGIN{printf \"%.2f/%.2f\", ($(netns_link_bytes 1) - $before1) / $updates / 1e6, ($(netns_link_bytes 2) - $before2) / $updates / 1e6}")"
+  done
+done
+echo "   Each rank trains local batches of 16 and trades with the sharded center after each: reads its three"
+echo "   other shards and pushes into them. bf16 = --reduce-precision bf16: reads from the owners' 16-bit copies,"
+echo "   pushes through their inboxes (docs/architecture.md, \"16-bit center trades\"). MB/update = bytes through"
+echo "   each node's link (both directions, the link's counters; launch, set-up and the counter's traffic"
+echo "   included) / center updates; median/slowest = one center read or push."
 fi
 
 # ---------------------------------------------------------------- 2. time to accuracy

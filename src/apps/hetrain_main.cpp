@@ -110,7 +110,7 @@ const ModeOption kModeOptions[] = {
     {"groups", {"hybrid"}},         {"elastic-alpha", {"async", "hybrid"}}, {"elastic-every", {"async", "hybrid"}},
     {"local-batch", {"async", "hybrid"}}, {"balance", {"sync", "hybrid"}}, {"rebalance-every", {"sync", "hybrid"}},
     {"split", {"sync"}},            {"stop-at-step", {"sync"}},             {"bucket-mb", {"sync"}},
-    {"reduce-precision", {"sync"}},   {"compress", {"sync"}},                 {"compress-start", {"sync"}},
+    {"compress", {"sync"}},           {"compress-start", {"sync"}},
 };
 
 void refuse_options_of_other_modes(const po::options_description& opts, const po::variables_map& vm,
@@ -272,7 +272,9 @@ po::options_description distribution_options(TrainConfig& c) {
       ("reduce-precision", po::value(&c.reduce_precision)->default_value("fp32"),
        "what gradients cross between ranks as: fp32 | bf16 | fp16 = each rank's weighted gradient rounded to 16 "
        "bits, summed in FP32 and rounded once more: 16-bit messages, the update and weights stay FP32 "
-       "(fp16 overflows above 65504; docs/architecture.md, \"16-bit transport\")")
+       "(fp16 overflows above 65504; docs/architecture.md, \"16-bit transport\"). In --mode async and hybrid "
+       "also the trades with the center: reads and pushes in 16 bits, the center in FP32 (\"16-bit center "
+       "trades\")")
       ("compress", po::value(&c.compress)->default_value("none"),
        "none | powersgd:R = send each weight matrix's gradient as rank-R factors with error feedback (PowerSGD, "
        "as PyTorch DDP's hook; biases and batch norm whole), after backward instead of in buckets: far fewer "

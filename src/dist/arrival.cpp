@@ -7,6 +7,7 @@
 // spends its idle time) is told apart by its silence: the waiting ranks send a one-int sign of life to
 // the same watcher every quarter of the timeout.
 #include "hetrain/dist/arrival.hpp"
+#include "hetrain/dist/elastic.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -197,6 +198,7 @@ double StepArrival::arrive(int64_t step, std::vector<double>& values, const char
   while (true) {
     HT_MPI_CHECK(MPI_Test(&sum, &done, MPI_STATUS_IGNORE));
     if (done) break;
+    RmaProgress::poll();  // the asynchronous modes: a rank waiting here still serves its shard of the center
     // Spin briefly (most steps arrive together), then sleep so a slower rank on the same core can run.
     if (++spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(100));
     if (timeout_s_ <= 0 || size_ < 2 || spins % 64 != 0) continue;
@@ -268,6 +270,7 @@ void StepArrival::wait(MPI_Request* requests, int n) {
   for (;;) {
     HT_MPI_CHECK(MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE));
     if (done) return;
+    RmaProgress::poll();
     if (++spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(100));
     keep_alive();
   }

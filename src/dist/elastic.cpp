@@ -6,10 +6,11 @@
 #include <cstring>
 #include <string>
 
+#include "dist/center_wire.hpp"
 #include "hetrain/error.hpp"
 
 namespace hetrain::dist {
-namespace {
+
 // MPI_Win_allocate with a message that says what to do: the usual failure is Open MPI choosing its RDMA
 // one-sided component across nodes that have no RDMA network.
 void allocate_window(MPI_Aint bytes, int unit, MPI_Comm comm, void* base, MPI_Win* win, const char* what) {
@@ -22,7 +23,6 @@ void allocate_window(MPI_Aint bytes, int unit, MPI_Comm comm, void* base, MPI_Wi
            std::string(text, size_t(len)), "); with Open MPI across nodes without an RDMA network, run "
            "mpirun --mca osc pt2pt (or export OMPI_MCA_osc=pt2pt) — see docs/architecture.md");
 }
-}  // namespace
 
 void ElasticCenter::shard(int64_t count, int ranks, int r, int64_t* first, int64_t* size) {
   const int64_t base = count / ranks, extra = count % ranks;
@@ -30,10 +30,11 @@ void ElasticCenter::shard(int64_t count, int ranks, int r, int64_t* first, int64
   *first = r * base + std::min<int64_t>(r, extra);
 }
 
-ElasticCenter::ElasticCenter(MPI_Comm comm, int64_t count, const float* initial) : comm_(comm), count_(count) {
-  int rank = 0;
-  HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+ElasticCenter::ElasticCenter(MPI_Comm comm, int64_t count, const float* initial, Wire wire, double stall_seconds)
+    : comm_(comm), count_(count), wire_(wire), stall_seconds_(stall_seconds) {
+  HT_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
   HT_MPI_CHECK(MPI_Comm_size(comm, &ranks_));
+  const int rank = rank_;
   first_.resize(size_t(ranks_));
   size_.resize(size_t(ranks_));
   for (int r = 0; r < ranks_; ++r) shard(count, ranks_, r, &first_[size_t(r)], &size_[size_t(r)]);
@@ -47,9 +48,8 @@ ElasticCenter::ElasticCenter(MPI_Comm comm, int64_t count, const float* initial)
   HT_MPI_CHECK(MPI_Barrier(comm));
   HT_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_));
   open_ = true;
+  if (is_16bit(wire_)) open_sixteen(initial);
 }
-
-ElasticCenter::~ElasticCenter() = default;
 
 void ElasticCenter::read(float* out) {
   for (int r = 0; r < ranks_; ++r) {
@@ -70,9 +70,20 @@ void ElasticCenter::add(const float* delta) {
   HT_MPI_CHECK(MPI_Win_flush_all(win_));
 }
 
+void ElasticCenter::read_for_trade(float* out) {
+  if (is_16bit(wire_)) return read_sixteen(out);
+  read(out);
+}
+
+void ElasticCenter::push(const float* delta) {
+  if (is_16bit(wire_)) return push_sixteen(delta);
+  add(delta);
+}
+
 void ElasticCenter::close() {
   if (!open_) return;
   open_ = false;
+  if (sixteen_) close_sixteen();
   HT_MPI_CHECK(MPI_Win_unlock_all(win_));
   HT_MPI_CHECK(MPI_Win_free(&win_));
 }
@@ -236,6 +247,7 @@ void RmaProgress::poll() {
   last = now;
   int flag = 0;
   MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, g_progress_comm, &flag, MPI_STATUS_IGNORE);
+  serve_live_center();
 }
 
 void RmaProgress::close() {

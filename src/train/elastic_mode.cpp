@@ -93,7 +93,8 @@ class ElasticMode final : public TrainingMode {
     Tensor host = params.values().to(Device::CPU);  // the center starts as the (identical) replicas
     // Window creation fails alike everywhere (no usable one-sided component): one line from rank 0.
     dist::agree_on(world_.comm(), [&] {
-      center_ = std::make_unique<dist::ElasticCenter>(world_.comm(), params.count(), host.data());
+      center_ = std::make_unique<dist::ElasticCenter>(world_.comm(), params.count(), host.data(), s_.wire,
+                                                      cfg_.stall_timeout);
     });
     dist::agree_on(world_.comm(), [&] { counter_ = std::make_unique<dist::SampleCounter>(world_.comm(), first_sample_); });
     pushes_averaged_ = counter_->updates();
@@ -201,7 +202,10 @@ class ElasticMode final : public TrainingMode {
     s_.arrival->arrive(total_samples_ / cfg_.step_batch(), none);
     s_.arrival->step_done();
     samples_done_ = std::min(counter_->claimed(), total_samples_);
-    HT_MPI_CHECK(MPI_Barrier(world_.comm()));  // nobody closes the counter while another still reads it
+    // Nobody closes the counter while another still reads it; ranks still pushing are served meanwhile.
+    MPI_Request barrier;
+    HT_MPI_CHECK(MPI_Ibarrier(world_.comm(), &barrier));
+    dist::wait_serving(&barrier);
     nn::ParamBuffer& params = s_.model->params();
     Tensor host = params.values().to(Device::CPU);
     center_->read(host.data());
@@ -340,7 +344,8 @@ class ElasticMode final : public TrainingMode {
     nn::ParamBuffer& params = s_.model->params();
     if (dist::Communicator* reduction = group_.reduction()) {
       auto comm_start = Clock::now();
-      reduction->weighted_allreduce(params.grads().data(), params.count(), double(b) / double(n) / rank_scale);
+      reduction->weighted_allreduce(params.grads().data(), params.count(), double(b) / double(n) / rank_scale,
+                                    s_.wire);
       const double comm = seconds_since(comm_start);
       report_.add_comm(comm);
       step_stats_.comm_us += micros(comm);

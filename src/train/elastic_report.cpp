@@ -41,15 +41,23 @@ void ElasticReport::announce(const std::vector<int64_t>& batches) const {
     std::string speeds;
     const std::vector<double>& measured = group_.speeds();
     for (size_t r = 0; r < measured.size(); ++r) speeds += (r ? ", " : "") + std::to_string(std::lround(measured[r]));
-    std::printf("elastic averaging: alpha %g every %d local step(s); groups %s%s; local batches [%s]\n",
+    std::printf("elastic averaging: alpha %g every %d local step(s); groups %s%s; local batches [%s]%s\n",
                 cfg_.elastic_alpha, cfg_.elastic_every, groups.c_str(),
-                speeds.empty() ? "" : (" by measured speed [" + speeds + "] samples/s").c_str(), local.c_str());
+                speeds.empty() ? "" : (" by measured speed [" + speeds + "] samples/s").c_str(), local.c_str(),
+                dist::is_16bit(s_.wire) ? wire_text().c_str() : "");
     if (cfg_.precision != Precision::FP32) std::printf("%s\n", precision_text(cfg_.precision).c_str());
     if (s_.start_step > 0)
       std::printf("resuming at sample %lld of %lld\n", (long long)s_.start_sample, (long long)total_samples_);
     if (s_.emulator.active()) std::printf("%s\n", s_.emulator.describe().c_str());
   }
   std::fflush(stdout);
+}
+
+// What --reduce-precision changes in these modes, for the start-up line.
+std::string ElasticReport::wire_text() const {
+  const std::string w = dist::wire_name(s_.wire);
+  return "; center trades in " + w + " (reads from the owners' " + w + " copies, pushes through their inboxes), " +
+         "the center FP32" + (s_.mode == Mode::Hybrid ? ", groups reduce in " + w : std::string());
 }
 
 void ElasticReport::start(int64_t position, std::vector<dist::SampleCounter::RankStats> stats) {

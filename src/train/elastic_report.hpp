@@ -47,6 +47,7 @@ class ElasticReport {
                const CenterTraffic& traffic, bool checkpoints) const;
 
  private:
+  std::string wire_text() const;
   ElasticRecord window_record(int64_t position, double seconds, const std::vector<dist::SampleCounter::RankStats>& stats,
                               std::vector<double>& group_samples, double& pushes, double& staleness);
   void print_line(int64_t position, double seconds, const ElasticRecord& rec, const std::vector<double>& group_samples,

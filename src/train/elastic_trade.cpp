@@ -42,11 +42,11 @@ double CenterTrade::trade(nn::ParamBuffer& params, bool on_gpu, const ElasticGro
     delta_.resize(size_t(params.count()));
     const int64_t seen = counter.updates();
     const auto read_start = Clock::now();
-    center.read(center_values_.data());
+    center.read_for_trade(center_values_.data());
     traffic_.add(seconds_since(read_start));
     elastic_difference(local.data(), center_values_.data(), delta_.data(), params.count(), alpha_);
     const auto add_start = Clock::now();
-    center.add(delta_.data());
+    center.push(delta_.data());
     traffic_.add(seconds_since(add_start));
     // Staleness: the center updates by other groups between this read and this push.
     const int64_t staleness = counter.count_update() - seen;
@@ -59,7 +59,10 @@ double CenterTrade::trade(nn::ParamBuffer& params, bool on_gpu, const ElasticGro
   }
   if (group.size() > 1) {
     Tensor host = on_gpu ? params.values().to(Device::CPU) : params.values();
-    HT_MPI_CHECK(MPI_Bcast(host.data(), int(params.count()), MPI_FLOAT, 0, group.comm()));
+    // Waiting members keep serving their shards of the center: another group's push may need them.
+    MPI_Request bcast;
+    HT_MPI_CHECK(MPI_Ibcast(host.data(), int(params.count()), MPI_FLOAT, 0, group.comm(), &bcast));
+    dist::wait_serving(&bcast);
     if (on_gpu) params.values().copy_from(host);
   }
   return seconds_since(start);

@@ -4,9 +4,11 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "hetrain/dist/elastic.hpp"
+#include "hetrain/error.hpp"
 
 using namespace hetrain::dist;
 
@@ -60,6 +62,86 @@ TEST(ElasticCenter, AccumulateAddsEveryPush) {
     ASSERT_EQ(double(got[size_t(i)]), want) << "element " << i;
   }
   center.close();
+}
+
+// A 16-bit wire (--reduce-precision bf16|fp16): trades read the owners' 16-bit copies, pushes go through
+// their inboxes and are added in FP32 by the owners, which serve while they push and while they wait in a
+// collective. Small integers are exact at 16 bits and in float whatever the order: after every rank's
+// pushes the FP32 center is initial + Σ pushes exactly (each sum is exact in float, whatever the order of
+// the owners' additions), and each copy is that center rounded.
+TEST(ElasticCenter, SixteenBitTradesAddEveryPush) {
+  const int rank = rank_of(), size = size_of();
+  const int64_t n = 1003;
+  for (Wire wire : {Wire::BF16, Wire::FP16}) {
+    SCOPED_TRACE(wire_name(wire));
+    std::vector<float> initial(n);
+    // i % 17 + 2^-9: exact in float through every integer sum below, but not at 16 bits from 4 up.
+    for (int64_t i = 0; i < n; ++i) initial[size_t(i)] = float(i % 17) + 1.0f / 512;
+    ElasticCenter center(MPI_COMM_WORLD, n, initial.data(), wire);
+    std::vector<float> read(n);
+    center.read_for_trade(read.data());
+    int64_t rounded = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(read[size_t(i)], widen_from_wire(narrow_to_wire(initial[size_t(i)], wire), wire)) << i;
+      rounded += read[size_t(i)] != initial[size_t(i)];
+    }
+    EXPECT_GT(rounded, 0);  // the trade read really is 16-bit
+    // Rank r pushes 3 + 4r times: the ranks that finish first serve the others from the barrier.
+    const int pushes = 3 + 4 * rank;
+    std::vector<float> delta(n);
+    for (int k = 0; k < pushes; ++k) {
+      for (int64_t i = 0; i < n; ++i) delta[size_t(i)] = float((rank + 1) * ((i + k) % 5) - 2);
+      center.push(delta.data());
+    }
+    MPI_Request barrier;
+    MPI_Ibarrier(MPI_COMM_WORLD, &barrier);
+    wait_serving(&barrier);
+    std::vector<float> got(n);
+    center.read(got.data());
+    for (int64_t i = 0; i < n; ++i) {
+      double want = initial[size_t(i)];
+      for (int r = 0; r < size; ++r)
+        for (int k = 0; k < 3 + 4 * r; ++k) want += double((r + 1) * ((i + k) % 5) - 2);
+      ASSERT_EQ(double(got[size_t(i)]), want) << "element " << i;
+    }
+    center.read_for_trade(read.data());
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(read[size_t(i)], widen_from_wire(narrow_to_wire(got[size_t(i)], wire), wire)) << "copy of " << i;
+    MPI_Barrier(MPI_COMM_WORLD);  // every rank's reads are done before the windows go
+    center.close();
+  }
+}
+
+// An FP16 push beyond ±65504 is refused before anything is sent, with the option named; an FP32 wire is the
+// exact center for reads and pushes alike.
+TEST(ElasticCenter, SixteenBitOverflowAndFp32Wire) {
+  const int64_t n = 10;
+  std::vector<float> initial(n, 1.5f), delta(n, 0.0f);
+  {
+    ElasticCenter center(MPI_COMM_WORLD, n, initial.data(), Wire::FP16);
+    delta[3] = 1e5f;
+    try {
+      center.push(delta.data());
+      ADD_FAILURE() << "an FP16 push of 1e5 was accepted";
+    } catch (const hetrain::Error& e) {
+      EXPECT_NE(e.message().find("--reduce-precision fp16"), std::string::npos) << e.message();
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    center.close();
+  }
+  ElasticCenter exact(MPI_COMM_WORLD, n, initial.data(), Wire::FP32);
+  delta.assign(n, 0.001f);
+  exact.push(delta.data());
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::vector<float> a(n), b(n);
+  exact.read(a.data());
+  exact.read_for_trade(b.data());
+  EXPECT_EQ(a, b);
+  float want = 1.5f;
+  for (int r = 0; r < size_of(); ++r) want += 0.001f;
+  EXPECT_NEAR(a[0], want, 1e-6);
+  MPI_Barrier(MPI_COMM_WORLD);
+  exact.close();
 }
 
 TEST(SampleCounter, ClaimsAreDisjointAndCoverEverything) {

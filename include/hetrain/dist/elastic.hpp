@@ -12,43 +12,85 @@
 //
 // Both are created and closed collectively; in between every call is one-sided and completes (flushes)
 // before it returns.
+//
+// With a 16-bit wire (--reduce-precision bf16|fp16) the trades travel in 16 bits while the center stays FP32
+// (docs/architecture.md, "16-bit center trades"): MPI cannot add 16-bit values into an FP32 window (an
+// accumulate's origin and target types must match), so each shard's owner takes part. It keeps a 16-bit copy
+// of its shard that trades read, and an inbox per rank that pushes are put into; it adds what was posted
+// into its FP32 shard whenever it serves (serve(): between layers and in every wait of these modes, through
+// RmaProgress::poll). A push returns once every owner has added it, serving this rank's own inbox meanwhile.
 #pragma once
 
 #include <mpi.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
+
+#include "hetrain/dist/wire.hpp"
 
 namespace hetrain::dist {
 
 class ElasticCenter {
  public:
-  // Collective. Every rank passes the same initial values (the replicas start identical).
-  ElasticCenter(MPI_Comm comm, int64_t count, const float* initial);
+  // Collective. Every rank passes the same initial values (the replicas start identical). `wire`: what
+  // trades (read_for_trade, push) travel as; `stall_seconds`: how long a push waits for an owner to take it
+  // before it throws naming that rank (--stall-timeout; 16-bit wire only).
+  ElasticCenter(MPI_Comm comm, int64_t count, const float* initial, Wire wire = Wire::FP32,
+                double stall_seconds = 300);
   ~ElasticCenter();  // frees nothing unless close() ran: MPI_Win_free is collective
   ElasticCenter(const ElasticCenter&) = delete;
   ElasticCenter& operator=(const ElasticCenter&) = delete;
 
   int64_t count() const { return count_; }
-  // The whole center into out[0, count): element-wise atomic against concurrent pushes (MPI_Get_accumulate
-  // with MPI_NO_OP), though different elements may come from before and after another rank's push.
+  Wire wire() const { return wire_; }
+  // The whole center into out[0, count), exactly: element-wise atomic against concurrent pushes
+  // (MPI_Get_accumulate with MPI_NO_OP), though different elements may come from before and after another
+  // rank's push. For checkpoints, evaluation and the end of a run.
   void read(float* out);
-  // center += delta, element-wise atomic (MPI_Accumulate with MPI_SUM).
+  // center += delta, element-wise atomic (MPI_Accumulate with MPI_SUM), in FP32 whatever the wire.
   void add(const float* delta);
-  // Collective: ends the access epoch and frees the window. Every rank's pushes are complete before.
+  // What a trade reads: read() on an FP32 wire; on a 16-bit wire each owner's 16-bit copy of its shard,
+  // widened: the center rounded to 16 bits as of the owner's last serve(), which comes after every push
+  // it has acknowledged.
+  void read_for_trade(float* out);
+  // What a trade pushes: add() on an FP32 wire; on a 16-bit wire delta rounded to 16 bits (an FP16 value
+  // above 65504 throws naming --reduce-precision), put in each owner's inbox and added there in FP32.
+  // Returns when every owner has added its part (so a checkpoint read after it holds the push).
+  void push(const float* delta);
+  // As a shard owner: adds the pushes posted in this rank's inbox into its shard, refreshes the shard's
+  // 16-bit copy, then acknowledges them. Nothing to do on an FP32 wire. Not re-entrant (a nested call
+  // returns at once).
+  void serve();
+  // Collective: ends the access epochs and frees the windows. Every rank's pushes are complete before.
   void close();
 
   // Rank r's slice [first, first + size): the first count % ranks slices hold one element more.
   static void shard(int64_t count, int ranks, int r, int64_t* first, int64_t* size);
 
  private:
+  struct Sixteen;  // the 16-bit wire's windows and buffers (src/dist/center_wire.cpp)
+  void open_sixteen(const float* initial);
+  void close_sixteen();
+  void read_sixteen(float* out);
+  void push_sixteen(const float* delta);
+  void refresh_copy();
+  void add_own_shard(const uint16_t* values);
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Win win_ = MPI_WIN_NULL;
   int64_t count_ = 0;
-  int ranks_ = 1;
+  int ranks_ = 1, rank_ = 0;
+  Wire wire_ = Wire::FP32;
+  double stall_seconds_ = 300;
   std::vector<int64_t> first_, size_;
+  std::unique_ptr<Sixteen> sixteen_;
   bool open_ = false;
 };
+
+// Waits for `request` (a collective of the asynchronous modes: a group's broadcast, the end's barrier)
+// while serving this rank's shard of a 16-bit center, so that a rank waiting in it never holds up another
+// rank's push (which may be what the collective is waiting for).
+void wait_serving(MPI_Request* request);
 
 class SampleCounter {
  public:
@@ -127,7 +169,9 @@ class RmaProgress {
   ~RmaProgress();
   RmaProgress(const RmaProgress&) = delete;
   RmaProgress& operator=(const RmaProgress&) = delete;
-  static void poll();  // no-op without a live RmaProgress; rate-limited to one probe per 100 µs
+  // No-op without a live RmaProgress; rate-limited to one probe per 100 µs. Also serves the live 16-bit
+  // center's shard (ElasticCenter::serve), if any.
+  static void poll();
   void close();        // collective: frees the private communicator
 
  private:
