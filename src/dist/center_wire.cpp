@@ -9,9 +9,9 @@
 // A push: rank o rounds its delta, puts each shard's part into slot o of the owner's inbox, flushes, raises
 // its posted count there and waits until every owner's consumed count has caught up, serving its own inbox
 // meanwhile. An owner serves (serve(): RmaProgress::poll, between layers and in the waits of these modes):
-// it adds each newly posted slot into its FP32 shard with MPI_Accumulate on itself, atomic against the exact
-// reads of checkpoints and evaluation, refreshes its copy, then raises the consumed counts. A slot is written
-// again only after its owner consumed it, so no push overwrites one being added.
+// it adds the newly posted slots into its FP32 shard and rewrites its copy in one pass (add_to_shard), then
+// raises the consumed counts. A slot is written again only after its owner consumed it, so no push
+// overwrites one being added.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -55,22 +55,19 @@ void ElasticCenter::open_sixteen(const float* initial) {
   const int64_t mine = size_[size_t(rank_)];
   HT_CHECK(mine * ranks_ <= INT32_MAX, "--reduce-precision ", wire_name(wire_), ": a center inbox of ",
            mine * ranks_, " values is too large for MPI offsets");
-  uint16_t* copy = nullptr;
   int64_t* flags = nullptr;
-  allocate_window(MPI_Aint(mine) * 2, 2, comm_, &copy, &w.copy, "center's 16-bit copy");
+  allocate_window(MPI_Aint(mine) * 2, 2, comm_, &w.copy_base, &w.copy, "center's 16-bit copy");
   allocate_window(MPI_Aint(mine) * ranks_ * 2, 2, comm_, &w.inbox_base, &w.inbox, "center's inbox");
   allocate_window(MPI_Aint(2 * ranks_) * MPI_Aint(sizeof(int64_t)), sizeof(int64_t), comm_, &flags, &w.flags,
                   "center's inbox counts");
   for (MPI_Win win : {w.copy, w.inbox, w.flags}) HT_MPI_CHECK(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
-  if (mine > 0) narrow_to_wire(initial + first_[size_t(rank_)], copy, mine, wire_);
+  if (mine > 0) narrow_to_wire(initial + first_[size_t(rank_)], w.copy_base, mine, wire_);
   std::fill(flags, flags + 2 * ranks_, int64_t(0));
   w.out.resize(size_t(count_));
   w.in.resize(size_t(count_));
   w.sent.assign(size_t(ranks_), 0);
   w.consumed.assign(size_t(ranks_), 0);
   w.seen.resize(size_t(2 * ranks_));
-  w.shard.resize(size_t(mine));
-  w.shard16.resize(size_t(mine));
   HT_MPI_CHECK(MPI_Barrier(comm_));  // every copy and count is set before anyone reads or pushes
   for (MPI_Win win : {w.copy, w.inbox, w.flags}) HT_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, win));
   g_live = this;
@@ -118,10 +115,7 @@ void ElasticCenter::push_sixteen(const float* delta) {
     HT_MPI_CHECK(MPI_Accumulate(&w.sent[size_t(r)], 1, MPI_INT64_T, r, 2 * rank_, 1, MPI_INT64_T, MPI_REPLACE, w.flags));
   }
   HT_MPI_CHECK(MPI_Win_flush_all(w.flags));
-  if (size_[size_t(rank_)] > 0) {  // this rank's own shard: no wire, the same rounding
-    add_own_shard(w.out.data() + first_[size_t(rank_)]);
-    refresh_copy();
-  }
+  if (size_[size_t(rank_)] > 0) add_to_shard({w.out.data() + first_[size_t(rank_)]});  // no wire, the same rounding
   // Until every owner has added its part; a rank that serves nothing for --stall-timeout is named.
   const auto start = Clock::now();
   int64_t dummy = 0;
@@ -142,28 +136,30 @@ void ElasticCenter::push_sixteen(const float* delta) {
   }
 }
 
-void ElasticCenter::add_own_shard(const uint16_t* values) {
+// One pass over memory, block by block: the slots widened and added into the FP32 shard, the shard rounded
+// into its copy. In place, without MPI: on a 16-bit wire nothing but the owner writes its shard or its copy,
+// the other ranks only read them (MPI_Get_accumulate), and each aligned float or 16-bit value is written
+// whole, so a read sees every element from before or after this pass, as read() documents for pushes.
+// MPI_Win_sync on both sides orders these loads and stores with the RMA accesses of the windows.
+void ElasticCenter::add_to_shard(const std::vector<const uint16_t*>& slots) {
   Sixteen& w = *sixteen_;
-  const int n = int(size_[size_t(rank_)]);
-  widen_from_wire(values, w.shard.data(), n, wire_);
-  HT_MPI_CHECK(MPI_Accumulate(w.shard.data(), n, MPI_FLOAT, rank_, 0, n, MPI_FLOAT, MPI_SUM, win_));
-  HT_MPI_CHECK(MPI_Win_flush(rank_, win_));
-}
-
-void ElasticCenter::refresh_copy() {
-  Sixteen& w = *sixteen_;
-  const int n = int(size_[size_t(rank_)]);
-  if (n == 0) return;
-  HT_MPI_CHECK(MPI_Get_accumulate(nullptr, 0, MPI_FLOAT, w.shard.data(), n, MPI_FLOAT, rank_, 0, n, MPI_FLOAT,
-                                  MPI_NO_OP, win_));
-  HT_MPI_CHECK(MPI_Win_flush(rank_, win_));
-  narrow_to_wire(w.shard.data(), w.shard16.data(), n, wire_);
-  const int64_t bad = first_overflow(w.shard.data(), w.shard16.data(), n, wire_);
-  HT_CHECK(bad < 0, "--reduce-precision fp16: the center holds ", w.shard[size_t(bad < 0 ? 0 : bad)], " (value ",
-           first_[size_t(rank_)] + bad, "), beyond FP16's range of ±65504 on the wire: use --reduce-precision bf16");
-  // Through MPI (on itself): atomic against the other ranks' reads of the copy.
-  HT_MPI_CHECK(MPI_Accumulate(w.shard16.data(), n, MPI_UINT16_T, rank_, 0, n, MPI_UINT16_T, MPI_REPLACE, w.copy));
-  HT_MPI_CHECK(MPI_Win_flush(rank_, w.copy));
+  const int64_t n = size_[size_t(rank_)];
+  for (MPI_Win win : {win_, w.copy, w.inbox}) HT_MPI_CHECK(MPI_Win_sync(win));
+  constexpr int64_t kBlock = 4096;
+  float widened[kBlock];
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t m = std::min(kBlock, n - b);
+    float* shard = shard_ + b;
+    for (const uint16_t* slot : slots) {
+      widen_from_wire(slot + b, widened, m, wire_);
+      for (int64_t i = 0; i < m; ++i) shard[i] += widened[i];
+    }
+    narrow_to_wire(shard, w.copy_base + b, m, wire_);
+    const int64_t bad = first_overflow(shard, w.copy_base + b, m, wire_);
+    HT_CHECK(bad < 0, "--reduce-precision fp16: the center holds ", shard[bad < 0 ? 0 : bad], " (value ",
+             first_[size_t(rank_)] + b + bad, "), beyond FP16's range of ±65504 on the wire: use --reduce-precision bf16");
+  }
+  for (MPI_Win win : {win_, w.copy}) HT_MPI_CHECK(MPI_Win_sync(win));
 }
 
 void ElasticCenter::serve() {
@@ -179,15 +175,11 @@ void ElasticCenter::serve() {
                                   2 * ranks_, MPI_INT64_T, MPI_NO_OP, w.flags));
   HT_MPI_CHECK(MPI_Win_flush(rank_, w.flags));
   const int64_t mine = size_[size_t(rank_)];
-  bool any = false;
-  for (int o = 0; o < ranks_; ++o) {
-    if (w.seen[size_t(2 * o)] <= w.seen[size_t(2 * o + 1)]) continue;  // nothing new from rank o
-    if (!any) HT_MPI_CHECK(MPI_Win_sync(w.inbox));  // the puts before the count, seen by this process's loads
-    add_own_shard(w.inbox_base + o * mine);
-    any = true;
-  }
-  if (!any) return;
-  refresh_copy();  // before the acknowledgements: a trade after its push reads the push
+  w.posted.clear();
+  for (int o = 0; o < ranks_; ++o)
+    if (w.seen[size_t(2 * o)] > w.seen[size_t(2 * o + 1)]) w.posted.push_back(w.inbox_base + o * mine);
+  if (w.posted.empty()) return;
+  add_to_shard(w.posted);  // the copy too, before the acknowledgements: a trade after its push reads it
   for (int o = 0; o < ranks_; ++o) {
     if (w.seen[size_t(2 * o)] <= w.seen[size_t(2 * o + 1)]) continue;
     HT_MPI_CHECK(MPI_Accumulate(&w.seen[size_t(2 * o)], 1, MPI_INT64_T, rank_, 2 * o + 1, 1, MPI_INT64_T, MPI_REPLACE,

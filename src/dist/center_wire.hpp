@@ -14,14 +14,14 @@ namespace hetrain::dist {
 // The 16-bit wire's windows and buffers (the layout: src/dist/center_wire.cpp).
 struct ElasticCenter::Sixteen {
   MPI_Win copy = MPI_WIN_NULL, inbox = MPI_WIN_NULL, flags = MPI_WIN_NULL;
+  uint16_t* copy_base = nullptr;   // this rank's copy of its shard
   uint16_t* inbox_base = nullptr;  // this rank's inbox: slot o at o × its shard size
   std::vector<uint16_t> out;       // push: the rounded delta (count values)
   std::vector<uint16_t> in;        // read_for_trade: the copies' values (count)
   std::vector<int64_t> sent;       // push: per owner, the pushes posted there so far
   std::vector<int64_t> consumed;   // push: per owner, what it has consumed of them
   std::vector<int64_t> seen;       // serve: this rank's flags (2 × ranks)
-  std::vector<float> shard;        // serve: a slot widened, or the shard read for the copy
-  std::vector<uint16_t> shard16;   // serve: the shard rounded for the copy
+  std::vector<const uint16_t*> posted;  // serve: the slots with a push not yet added
   bool serving = false;
 };
 

@@ -44,6 +44,7 @@ ElasticCenter::ElasticCenter(MPI_Comm comm, int64_t count, const float* initial,
   HT_MPI_CHECK(MPI_Win_set_errhandler(win_, MPI_ERRORS_RETURN));
   if (size_[size_t(rank)] > 0)
     std::memcpy(mine, initial + first_[size_t(rank)], size_t(size_[size_t(rank)]) * sizeof(float));
+  shard_ = mine;
   // Every shard holds its initial values before anyone reads: then one passive-target epoch for the run.
   HT_MPI_CHECK(MPI_Barrier(comm));
   HT_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_));

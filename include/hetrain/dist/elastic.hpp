@@ -74,10 +74,10 @@ class ElasticCenter {
   void close_sixteen();
   void read_sixteen(float* out);
   void push_sixteen(const float* delta);
-  void refresh_copy();
-  void add_own_shard(const uint16_t* values);
+  void add_to_shard(const std::vector<const uint16_t*>& slots);
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Win win_ = MPI_WIN_NULL;
+  float* shard_ = nullptr;  // this rank's shard: the window's memory
   int64_t count_ = 0;
   int ranks_ = 1, rank_ = 0;
   Wire wire_ = Wire::FP32;
