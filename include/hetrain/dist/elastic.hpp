@@ -69,7 +69,7 @@ class ElasticCenter {
   static void shard(int64_t count, int ranks, int r, int64_t* first, int64_t* size);
 
  private:
-  struct Sixteen;  // the 16-bit wire's windows and buffers (src/dist/center_wire.cpp)
+  struct Sixteen;  // the 16-bit wire's windows and buffers (src/dist/center_wire.hpp)
   void open_sixteen(const float* initial);
   void close_sixteen();
   void read_sixteen(float* out);
