@@ -116,23 +116,33 @@ void ElasticCenter::push_sixteen(const float* delta) {
   }
   HT_MPI_CHECK(MPI_Win_flush_all(w.flags));
   if (size_[size_t(rank_)] > 0) add_to_shard({w.out.data() + first_[size_t(rank_)]});  // no wire, the same rounding
-  // Until every owner has added its part; a rank that serves nothing for --stall-timeout is named.
+  // Until every owner has added its part, serving this rank's inbox all along. The owners' counts are
+  // asked for at growing intervals (20 µs doubling to 1 ms): each ask is a message across the link, and
+  // an owner serves between its layers, milliseconds apart. An owner that serves nothing for
+  // --stall-timeout is named.
   const auto start = Clock::now();
+  auto next_ask = start;
+  auto interval = std::chrono::microseconds(20);
   int64_t dummy = 0;
-  for (int spins = 0; !owners.empty(); ++spins) {
+  while (!owners.empty()) {
     serve();
+    const auto now = Clock::now();
+    if (now < next_ask) {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      continue;
+    }
     for (int r : owners)
       HT_MPI_CHECK(MPI_Fetch_and_op(&dummy, &w.consumed[size_t(r)], MPI_INT64_T, r, 2 * rank_ + 1, MPI_NO_OP, w.flags));
     HT_MPI_CHECK(MPI_Win_flush_all(w.flags));
     owners.erase(std::remove_if(owners.begin(), owners.end(),
                                 [&](int r) { return w.consumed[size_t(r)] >= w.sent[size_t(r)]; }),
                  owners.end());
-    if (owners.empty()) break;
-    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-    HT_CHECK(stall_seconds_ <= 0 || waited < stall_seconds_, "rank ", rank_, ": rank ", owners.front(),
-             " has not taken this rank's 16-bit center push for ", int(waited),
+    const double waited = std::chrono::duration<double>(now - start).count();
+    HT_CHECK(owners.empty() || stall_seconds_ <= 0 || waited < stall_seconds_, "rank ", rank_, ": rank ",
+             owners.empty() ? -1 : owners.front(), " has not taken this rank's 16-bit center push for ", int(waited),
              " s (--stall-timeout): it stopped serving its shard of the center");
-    if (spins > 100) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    next_ask = now + interval;
+    interval = std::min(interval * 2, std::chrono::microseconds(1000));
   }
 }
 
