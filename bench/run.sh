@@ -248,7 +248,11 @@ print("   %-58s %9.1f ms" % ("the step", step))
 total("convolutions, forward", lambda w: w.startswith("conv") and w.endswith("forward"))
 total("convolutions, backward (input and weight gradients)", lambda w: w.startswith("conv") and w.endswith("backward"))
 total("dense layers", lambda w: w.startswith("linear"))
-total("everything else (batch norm, activations, pooling, loss, SGD)", lambda w: w.startswith("everything_else"))
+total("batch norm, forward and backward", lambda w: w.startswith("batchnorm"))
+total("element-wise (ReLU, residual adds)", lambda w: w.startswith(("relu", "silu", "sigmoid", "add", "accumulate")))
+total("pooling", lambda w: "pool" in w)
+total("SGD update", lambda w: w == "sgd_update")
+total("the rest (loss, copies, layer bookkeeping)", lambda w: w.startswith("the_rest"))
 layers = sorted((r for r in rows if r["what"].startswith(("conv", "linear"))), key=lambda r: -float(r["ms"]))
 for r in layers[:12]:
     print("   %-58s %5s calls %9.1f ms %6.1f%% %8.1f GFLOP/s" % (r["what"].replace("_", " "), r["calls"], float(r["ms"]),

@@ -1,6 +1,7 @@
 // ops/add/add.cpp — the element-wise sums' entry points and CPU implementations.
 #include "ops/add/add.hpp"
 
+#include "hetrain/op_profile.hpp"
 #include "ops/common/for_slices.hpp"
 #include "ops/common/vector_clones.hpp"
 #include "hetrain/ops.hpp"
@@ -35,16 +36,19 @@ HT_OP_IMPLEMENTATION(accumulate_impl, Device::CPU, cpu::accumulate<float>);
 HT_OP_IMPLEMENTATION(add_relu_impl, Device::CPU, add_relu_cpu);
 
 void add(const Tensor& y, const Tensor& a, const Tensor& b) {
+  OpProfileScope profile("add");
   check_binary("add", y, a, b);
   add_impl.on(common_device("add", {&y, &a, &b}))(y.data(), a.data(), b.data(), a.numel());
 }
 
 void accumulate(const Tensor& acc, const Tensor& x) {
+  OpProfileScope profile("accumulate");
   check_shape("accumulate", "addend", x, acc.shape());
   accumulate_impl.on(common_device("accumulate", {&acc, &x}))(acc.data(), x.data(), x.numel());
 }
 
 void add_relu(const Tensor& y, const Tensor& a, const Tensor& b) {
+  OpProfileScope profile("add_relu");
   check_binary("add_relu", y, a, b);
   add_relu_impl.on(common_device("add_relu", {&y, &a, &b}))(y.data(), a.data(), b.data(), a.numel());
 }

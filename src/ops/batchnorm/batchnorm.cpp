@@ -1,6 +1,7 @@
 // ops/batchnorm/batchnorm.cpp — batch norm's entry points and CPU slot (cpu::batchnorm_*).
 #include "ops/batchnorm/batchnorm.hpp"
 
+#include "hetrain/op_profile.hpp"
 #include "hetrain/ops.hpp"
 
 namespace hetrain::ops {
@@ -42,6 +43,7 @@ void batchnorm_forward_train(const Tensor& y, const Tensor& save_mean, const Ten
                              const Tensor& running_mean, const Tensor& running_var, const Tensor& x,
                              const Tensor& gamma, const Tensor& beta, float momentum, float eps) {
   const char* op = "batchnorm_forward_train";
+  OpProfileScope profile(op);
   const Dims d = dims_of(op, x);
   check_shape(op, "output", y, x.shape());
   check_channels(op, {&save_mean, &save_invstd, &running_mean, &running_var, &gamma, &beta}, d.C);
@@ -66,6 +68,7 @@ void batchnorm_backward(const Tensor& dx, const Tensor& dgamma, const Tensor& db
                         const Tensor& x, const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd,
                         float eps) {
   const char* op = "batchnorm_backward";
+  OpProfileScope profile(op);
   const Dims d = dims_of(op, x);
   check_shape(op, "output gradient", dy, x.shape());
   check_shape(op, "input gradient", dx, x.shape());

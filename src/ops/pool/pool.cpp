@@ -1,5 +1,6 @@
 // ops/pool/pool.cpp — pooling's entry points and CPU slots (cpu::*pool*).
 #include "ops/pool/pool.hpp"
+#include "hetrain/op_profile.hpp"
 
 namespace hetrain::ops {
 
@@ -48,6 +49,7 @@ Shape pool_output_shape(const char* op, const Shape& x, const PoolWindow& w) {
 void maxpool2d_forward(const Tensor& y, const Tensor& x, const PoolWindow& window, MaxPoolSaved& saved,
                        bool for_backward) {
   const char* op = "maxpool2d_forward";
+  OpProfileScope profile(op);
   saved = MaxPoolSaved();
   saved.geom = pool_geom(op, x.shape(), window);
   check_shape(op, "output", y, pool_output_shape(op, x.shape(), window));
@@ -57,6 +59,7 @@ void maxpool2d_forward(const Tensor& y, const Tensor& x, const PoolWindow& windo
 
 void maxpool2d_backward(const Tensor& dx, const Tensor& dy, MaxPoolSaved& saved) {
   const char* op = "maxpool2d_backward";
+  OpProfileScope profile(op);
   HT_CHECK(saved.valid, op, ": no saved forward (each forward kept for backward allows one backward)");
   const Pool2dGeom& g = saved.geom;
   check_shape(op, "input gradient", dx, {g.N, g.C, g.H, g.W});
@@ -67,6 +70,7 @@ void maxpool2d_backward(const Tensor& dx, const Tensor& dy, MaxPoolSaved& saved)
 
 void avgpool2d_forward(const Tensor& y, const Tensor& x, const PoolWindow& window) {
   const char* op = "avgpool2d_forward";
+  OpProfileScope profile(op);
   const Pool2dGeom g = pool_geom(op, x.shape(), window);
   check_shape(op, "output", y, {g.N, g.C, g.P(), g.Q()});
   avgpool2d_forward_impl.on(common_device(op, {&y, &x}))(y.data(), x.data(), g);
@@ -74,6 +78,7 @@ void avgpool2d_forward(const Tensor& y, const Tensor& x, const PoolWindow& windo
 
 void avgpool2d_backward(const Tensor& dx, const Tensor& dy, const Tensor& x, const PoolWindow& window) {
   const char* op = "avgpool2d_backward";
+  OpProfileScope profile(op);
   const Pool2dGeom g = pool_geom(op, x.shape(), window);
   check_shape(op, "input gradient", dx, x.shape());
   check_shape(op, "output gradient", dy, {g.N, g.C, g.P(), g.Q()});
@@ -82,6 +87,7 @@ void avgpool2d_backward(const Tensor& dx, const Tensor& dy, const Tensor& x, con
 
 void global_avgpool_forward(const Tensor& y, const Tensor& x) {
   const char* op = "global_avgpool_forward";
+  OpProfileScope profile(op);
   HT_CHECK(x.ndim() == 4, op, ": expected input [N, C, H, W], got ", shape_str(x.shape()));
   check_shape(op, "output", y, {x.dim(0), x.dim(1)});
   global_avgpool_forward_impl.on(common_device(op, {&y, &x}))(y.data(), x.data(), int(x.dim(0)), int(x.dim(1)),
@@ -90,6 +96,7 @@ void global_avgpool_forward(const Tensor& y, const Tensor& x) {
 
 void global_avgpool_backward(const Tensor& dx, const Tensor& dy) {
   const char* op = "global_avgpool_backward";
+  OpProfileScope profile(op);
   HT_CHECK(dx.ndim() == 4, op, ": expected input gradient [N, C, H, W], got ", shape_str(dx.shape()));
   check_shape(op, "output gradient", dy, {dx.dim(0), dx.dim(1)});
   global_avgpool_backward_impl.on(common_device(op, {&dx, &dy}))(dx.data(), dy.data(), int(dx.dim(0)),

@@ -1,5 +1,6 @@
 // ops/sgd/sgd.cpp — the SGD update's entry point and CPU loops.
 #include "ops/sgd/sgd.hpp"
+#include "hetrain/op_profile.hpp"
 
 namespace hetrain::ops {
 
@@ -45,6 +46,7 @@ HT_OP_IMPLEMENTATION(sgd_update_impl, Device::CPU, sgd_update_cpu);
 
 void sgd_update(const Tensor& params, const Tensor& velocity, const Tensor& grads, const Tensor& decay,
                 const SgdHyper& h, const Tensor* lr_group) {
+  OpProfileScope profile("sgd_update");
   HT_CHECK(params.ndim() == 1, "sgd_update: expected flat parameters, got ", shape_str(params.shape()));
   check_shape("sgd_update", "momentum buffer", velocity, params.shape());
   check_shape("sgd_update", "gradients", grads, params.shape());
