@@ -289,6 +289,12 @@ template <typename T>
 bool use_dnnl() {
   return std::is_same_v<T, float> && g_backend == CpuConvBackend::Auto && dnnl_conv::available();
 }
+
+// A strided, unpadded 1×1 convolution's backward goes to im2col + GEMM even with oneDNN: its "unfolding" is
+// a gather, its GEMMs are plain ones, and oneDNN's kernels for it measured slower on every such layer of
+// resnet18 and resnet50 here, up to 2.9× (resnet50's last projection, 1024→2048 at 14×14, stride 2, batch 8,
+// 2 threads: 35.8 ms against 12.5; docs/cpu-performance.md). Forward they are level, so it stays with oneDNN.
+bool backward_by_im2col(const Conv2dGeom& g) { return g.R == 1 && g.S == 1 && g.stride > 1 && g.pad == 0; }
 }  // namespace
 
 void set_cpu_conv_backend(CpuConvBackend backend) { g_backend = backend; }
@@ -323,7 +329,7 @@ template <typename T>
 void conv2d_backward(T* din, T* dweight, T* dbias, const T* dout, const T* in, const T* weight,
                      const Conv2dGeom& g, T* workspace) {
   if constexpr (std::is_same_v<T, float>) {
-    if (use_dnnl<T>()) {
+    if (use_dnnl<T>() && !backward_by_im2col(g)) {
       check_geom(g, "conv2d_backward");
       if (dbias) accumulate_dbias(dbias, dout, g);
       if (g.N == 0) return;
