@@ -37,7 +37,8 @@ class OpProfileScope {
     if (what_) start_ = std::chrono::steady_clock::now();
   }
   ~OpProfileScope() {
-    if (what_) op_profile_add(what_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(), 0);
+    if (!what_) return;
+    op_profile_add(what_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(), 0);
   }
   OpProfileScope(const OpProfileScope&) = delete;
   OpProfileScope& operator=(const OpProfileScope&) = delete;

@@ -148,8 +148,8 @@ struct CudnnConv2d::Impl {
   // search workspace of at most the bound and half the free memory, all released when the search is done.
   // The plain cudnnFind* would allocate its own buffers, as large as each algorithm asks, and fail with
   // CUDNN_STATUS_ALLOC_FAILED near the memory cap, where a rebalanced batch size searches again
-  // (docs/architecture.md, "Devices"). Where even these buffers do not fit, cuDNN's heuristics (cudnnGet*_v7) choose, which
-  // allocate nothing.
+  // (docs/architecture.md, "Devices"). Where even these buffers do not fit, cuDNN's heuristics
+  // (cudnnGet*_v7), which allocate nothing, choose instead.
   Algos choose(cudnnHandle_t h) {
     ++g_searches;
     const size_t max_ws = opt.max_workspace_bytes;

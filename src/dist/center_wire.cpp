@@ -112,7 +112,8 @@ void ElasticCenter::push_sixteen(const float* delta) {
   HT_MPI_CHECK(MPI_Win_flush_all(w.inbox));  // the values are at the owners before their counts say so
   for (int r : owners) {
     ++w.sent[size_t(r)];
-    HT_MPI_CHECK(MPI_Accumulate(&w.sent[size_t(r)], 1, MPI_INT64_T, r, 2 * rank_, 1, MPI_INT64_T, MPI_REPLACE, w.flags));
+    HT_MPI_CHECK(
+        MPI_Accumulate(&w.sent[size_t(r)], 1, MPI_INT64_T, r, 2 * rank_, 1, MPI_INT64_T, MPI_REPLACE, w.flags));
   }
   HT_MPI_CHECK(MPI_Win_flush_all(w.flags));
   if (size_[size_t(rank_)] > 0) add_to_shard({w.out.data() + first_[size_t(rank_)]});  // no wire, the same rounding
@@ -167,7 +168,8 @@ void ElasticCenter::add_to_shard(const std::vector<const uint16_t*>& slots) {
     narrow_to_wire(shard, w.copy_base + b, m, wire_);
     const int64_t bad = first_overflow(shard, w.copy_base + b, m, wire_);
     HT_CHECK(bad < 0, "--reduce-precision fp16: the center holds ", shard[bad < 0 ? 0 : bad], " (value ",
-             first_[size_t(rank_)] + b + bad, "), beyond FP16's range of ±65504 on the wire: use --reduce-precision bf16");
+             first_[size_t(rank_)] + b + bad,
+             "), beyond FP16's range of ±65504 on the wire: use --reduce-precision bf16");
   }
   for (MPI_Win win : {win_, w.copy}) HT_MPI_CHECK(MPI_Win_sync(win));
 }

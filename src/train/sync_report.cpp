@@ -172,7 +172,8 @@ std::string SyncReport::buckets_text() const {
                   "%lld floats a step instead of %lld (1/%.0f)%s",
                   p.rank(), cfg_.compress_start > 0 ? (" from step " + std::to_string(cfg_.compress_start)).c_str() : "",
                   (long long)p.compressed_matrices(), 100.0 * double(p.compressed_floats()) / double(p.parameters()),
-                  (long long)p.floats_sent(), (long long)p.parameters(), double(p.parameters()) / double(p.floats_sent()),
+                  (long long)p.floats_sent(), (long long)p.parameters(),
+                  double(p.parameters()) / double(p.floats_sent()),
                   cfg_.compress_start > 0 ? (s_.buckets ? "; whole before, in buckets" : "; whole before") : "");
     return buf;
   }
