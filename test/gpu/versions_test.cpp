@@ -47,14 +47,16 @@ TEST(GpuVersions, LoadedLibraries) {
       std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch) +
       " nccl=" + std::to_string(nccl) + " built_against=runtime:" + std::to_string(CUDART_VERSION) +
       ",cudnn:" + std::to_string(CUDNN_VERSION) + ",nccl:" + std::to_string(NCCL_VERSION_CODE) +
-      " (driver/runtime: 1000*major + 10*minor; cudnn: 10000*major + 100*minor + patch; nccl: 10000*major + 100*minor + patch)");
+      " (driver/runtime: 1000*major + 10*minor; cudnn: 10000*major + 100*minor + patch;"
+      " nccl: 10000*major + 100*minor + patch)");
   const std::pair<const char*, const void*> libs[] = {
       {"cudart", reinterpret_cast<const void*>(&cudaRuntimeGetVersion)},
       {"cudnn", reinterpret_cast<const void*>(&cudnnGetVersion)},
       {"cublas", reinterpret_cast<const void*>(&cublasGetProperty)},
       {"nccl", reinterpret_cast<const void*>(&ncclGetVersion)},
   };
-  for (const auto& [name, fn] : libs) gpu_test::emit_result(std::string("RESULT loaded lib=") + name + " path=" + file_of(fn));
+  for (const auto& [name, fn] : libs)
+    gpu_test::emit_result(std::string("RESULT loaded lib=") + name + " path=" + file_of(fn));
   // The driver library (libcuda.so.1) is opened by the runtime itself, at its first call that needs it.
   if (void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD)) {
     void* sym = dlsym(h, "cuDriverGetVersion");
