@@ -37,21 +37,8 @@ ASYNC_RATES=${COMPRESS_ASYNC_RATES:-1gbit}
 NS=htcp      # namespaces htcp1, htcp2 (nodes) and htcpbr (the switch)
 NET=10.78.0  # the nodes' addresses, only inside those namespaces
 say_skip() { echo "compress: skipped: $*"; exit 0; }
-
-[ -x "$BIN/hetrain" ] || say_skip "$BIN/hetrain is not built"
 source scripts/netns-nodes.sh
-missing=$(netns_missing)
-[ -z "$missing" ] || say_skip "$missing"
-
-TMP=$(mktemp -d /tmp/hetrain-bench-compress.XXXXXX)
-teardown() {
-  netns_teardown
-  if [ -n "${COMPRESS_KEEP:-}" ]; then echo "compress: metrics and logs kept in $TMP"; else rm -rf "$TMP"; fi
-}
-trap teardown EXIT
-netns_make 1gbit 2>"$TMP/setup.err" || say_skip "could not make the namespaces: $(head -1 "$TMP/setup.err")"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl_base_warn_component_unused=0
+netns_bench_begin compress COMPRESS_KEEP "$BIN/hetrain"
 
 EXCHANGES=("fp32" "bf16 --reduce-precision bf16" "powersgd:4 --compress powersgd:4")
 # The same two through node leaders: the whole-gradient exchanges once more with --hierarchical on.

@@ -21,21 +21,8 @@ STEPS=${OVERLAP_STEPS:-6}
 NS=htov      # namespaces htov1, htov2 (nodes) and htovbr (the switch)
 NET=10.79.0  # the nodes' addresses, only inside those namespaces
 say_skip() { echo "overlap: skipped: $*"; exit 0; }
-
-[ -x "$BIN" ] || say_skip "$BIN is not built"
 source scripts/netns-nodes.sh
-missing=$(netns_missing)
-[ -z "$missing" ] || say_skip "$missing"
-
-TMP=$(mktemp -d /tmp/hetrain-bench-overlap.XXXXXX)
-teardown() {
-  netns_teardown
-  if [ -n "${OVERLAP_KEEP:-}" ]; then echo "overlap: metrics and logs kept in $TMP"; else rm -rf "$TMP"; fi
-}
-trap teardown EXIT
-netns_make 1gbit 2>"$TMP/setup.err" || say_skip "could not make the namespaces: $(head -1 "$TMP/setup.err")"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl_base_warn_component_unused=0
+netns_bench_begin overlap OVERLAP_KEEP "$BIN"
 
 # ---------------------------------------------------------------- runs
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }

@@ -3,7 +3,7 @@
 # Two network namespaces, each with its own host name and address, joined through veth pairs to a bridge
 # in a third namespace; each node's link is shaped (tc tbf) in both directions. Open MPI starts the second
 # node's ranks through a small launch agent that enters its namespace, so a job sees two hosts: shared
-# memory inside a node, TCP between them. Used by bench/overlap.sh and test/e2e/modes_netns.sh.
+# memory inside a node, TCP between them. Used by bench/overlap.sh, bench/compress.sh and test/e2e/modes_netns.sh.
 #
 # The caller sets NS (a prefix: namespaces ${NS}1, ${NS}2, ${NS}br), NET (the first three octets of the
 # nodes' addresses, e.g. 10.79.0) and TMP (a scratch folder), then:
@@ -13,6 +13,10 @@
 #   netns_link_bytes I                 bytes through node I's link so far, both directions
 #   netns_mpirun MPIRUN-ARGS...        mpirun from node 1 across both nodes (2 slots each, TCP between them)
 #   netns_teardown                     kills what runs inside and deletes the namespaces
+#   netns_bench_begin NAME KEEP BINARY  a benchmark's start (bench/overlap.sh, bench/compress.sh): says
+#                                      "NAME: skipped: why" and exits 0 where BINARY or the nodes are missing;
+#                                      else makes TMP, the nodes (1 Gbit/s) and an exit trap that tears them
+#                                      down and keeps TMP when $KEEP is set; exports the MPI settings of the runs
 
 netns_missing() {
   [ "$(id -u)" -eq 0 ] || { echo "making network namespaces needs root"; return; }
@@ -71,4 +75,20 @@ netns_teardown() {
     ip netns pids $ns 2>/dev/null | xargs -r kill 2>/dev/null
     ip netns del $ns 2>/dev/null
   done
+}
+
+netns_bench_begin() {
+  local name=$1 keep=$2 binary=$3
+  [ -x "$binary" ] || { echo "$name: skipped: $binary is not built"; exit 0; }
+  local why
+  why=$(netns_missing)
+  [ -z "$why" ] || { echo "$name: skipped: $why"; exit 0; }
+  TMP=$(mktemp -d "/tmp/hetrain-bench-$name.XXXXXX")
+  NETNS_BENCH_NAME=$name NETNS_BENCH_KEEP=$keep
+  trap 'netns_teardown
+        if [ -n "${!NETNS_BENCH_KEEP:-}" ]; then echo "$NETNS_BENCH_NAME: metrics and logs kept in $TMP"; else rm -rf "$TMP"; fi' EXIT
+  netns_make 1gbit 2>"$TMP/setup.err" \
+    || { echo "$name: skipped: could not make the namespaces: $(head -1 "$TMP/setup.err")"; exit 0; }
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+  export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl_base_warn_component_unused=0
 }
