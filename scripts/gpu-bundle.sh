@@ -19,6 +19,8 @@
 #                            its libraries (MPI, HDF5, Boost, ...) go into lib/ like the rest
 # DEST/bin/mpirun, DEST/lib/openmpi/   Open MPI's launcher and components (with their libraries in lib/), when
 #                            this host has Open MPI: gpu-lib.sh points Open MPI at them for one node
+# DEST/share/openmpi/, DEST/lib/pmix/, DEST/share/pmix/   Open MPI's help texts, and an external PMIx's
+#                            components and help texts, which gpu-lib.sh points them at too
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=${1:-build/gpu-bundle}
@@ -47,8 +49,11 @@ else
   bins+=("$h")
 fi
 # Open MPI's launcher (orterun) and its components (dlopened at run time, so ldd of the programs misses them).
+# Its help texts (pkgdatadir) let it say why a launch failed instead of "Sorry! You were supposed to get help".
 mpirun_bin=$(readlink -f "$(command -v mpirun 2>/dev/null)" 2>/dev/null || true)
-ompi_components=$( { ompi_info --path pkglibdir --parsable 2>/dev/null || true; } | sed -n 's/^path:pkglibdir://p')
+ompi_path() { { ompi_info --path "$1" --parsable 2>/dev/null || true; } | sed -n "s/^path:$1://p"; }
+ompi_components=$(ompi_path pkglibdir)
+ompi_help=$(ompi_path pkgdatadir)
 
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/lib"
@@ -70,7 +75,18 @@ if [[ " ${bins[*]} " == *" build/bin/hetrain "* ]] && [ -x "$mpirun_bin" ] && [ 
   cp "$mpirun_bin" "$dest/bin/mpirun"
   mkdir -p "$dest/lib/openmpi"
   cp -L "$ompi_components"/*.so "$dest/lib/openmpi/"
-  for f in "$dest/bin/mpirun" "$dest"/lib/openmpi/*.so; do
+  [ -d "$ompi_help" ] && mkdir -p "$dest/share" && cp -r "$ompi_help" "$dest/share/openmpi"
+  # An external PMIx (Debian's, for one) loads components and help texts from its own prefix, the folder
+  # above the lib/ that holds libpmix: without them every launch warns that "pcompress" is unavailable.
+  pmix_lib=$(ldd "$mpirun_bin" "$ompi_components"/*.so 2>/dev/null | awk '$1 ~ /^libpmix\.so/ && $3 ~ /^\// && !p {p = $3} END {print p}')
+  pmix_prefix=""
+  [ -n "$pmix_lib" ] && pmix_prefix=$(dirname "$(dirname "$(readlink -f "$pmix_lib")")")
+  if [ -n "$pmix_prefix" ] && [ -d "$pmix_prefix/lib/pmix" ]; then
+    cp -rL "$pmix_prefix/lib/pmix" "$dest/lib/pmix"
+    [ -d "$pmix_prefix/share/pmix" ] && mkdir -p "$dest/share" && cp -r "$pmix_prefix/share/pmix" "$dest/share/pmix"
+  fi
+  for f in "$dest/bin/mpirun" "$dest"/lib/openmpi/*.so "$dest"/lib/pmix/*.so; do
+    [ -e "$f" ] || continue
     ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r soname path; do
       if [[ "$soname" =~ $skip ]]; then continue; fi
       [ -e "$dest/lib/$soname" ] || cp -L "$path" "$dest/lib/$soname"
@@ -81,7 +97,7 @@ elif [[ " ${bins[*]} " == *" build/bin/hetrain "* ]]; then
 fi
 # What the bundle asks of the GPU machine's C library and C++ runtime: the newest symbol versions any of its
 # files needs. RHEL 9 offers glibc 2.34 and GLIBCXX_3.4.29 (GCC 11); Ubuntu 22.04 glibc 2.35 and 3.4.30.
-newest() { objdump -T "$dest"/bin/* "$dest"/lib/* "$dest"/lib/openmpi/* 2>/dev/null | grep -oE "\b$1_[0-9.]+" | sort -uV | tail -1 || true; }
+newest() { objdump -T "$dest"/bin/* "$dest"/lib/* "$dest"/lib/openmpi/* "$dest"/lib/pmix/* 2>/dev/null | grep -oE "\b$1_[0-9.]+" | sort -uV | tail -1 || true; }
 need_glibc=$(newest GLIBC) need_glibcxx=$(newest GLIBCXX)
 if [ "$(printf '%s\n' "${need_glibc#GLIBC_}" 2.34 | sort -V | tail -1)" != 2.34 ] ||
    [ "$(printf '%s\n' "${need_glibcxx#GLIBCXX_}" 3.4.29 | sort -V | tail -1)" != 3.4.29 ]; then

@@ -30,6 +30,10 @@ gpu_layout() {
       export PATH="$here/bin:$PATH"
       export OMPI_MCA_mca_base_component_path="$here/lib/openmpi" OMPI_MCA_plm=isolated
       export OMPI_MCA_ess_singleton_isolated=1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_base_warn_component_unused=0
+      [ -d "$here/share/openmpi" ] && export OPAL_PKGDATADIR="$here/share/openmpi"  # its help texts
+      if [ -d "$here/lib/pmix" ]; then                                               # an external PMIx's parts
+        export PMIX_MCA_mca_base_component_path="$here/lib/pmix" PMIX_PKGDATADIR="$here/share/pmix"
+      fi
     fi
   else                                      # repository layout (scripts/ inside the repository)
     in_bundle="" root=$(cd "$here/.." && pwd) bin=$root/build/bin
