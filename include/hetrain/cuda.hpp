@@ -104,6 +104,13 @@ namespace cuda {
 // ---------------------------------------------------------------- memory and streams
 void* device_alloc(size_t bytes);          // cudaMalloc; throws with the size and free memory on failure
 void device_free(void* p) noexcept;        // null is fine; errors are ignored (safe in destructors)
+// The bytes device_alloc has handed out and not yet taken back (tensors, the activation pool, workspaces,
+// scratch; not the CUDA context or the libraries' own buffers), now and at their highest so far. A CPU-only
+// build allocates none: zeros.
+struct DeviceMemoryUse {
+  int64_t in_use_bytes = 0, peak_bytes = 0;
+};
+DeviceMemoryUse device_memory_use();
 void* host_pinned_alloc(size_t bytes);     // page-locked host memory, for asynchronous copies
 void host_pinned_free(void* p) noexcept;
 void copy_to_device(void* dst, const void* src, size_t bytes, CudaStream stream = nullptr);  // async

@@ -11,6 +11,12 @@ namespace hetrain {
 // limit (ulimit -v) leaves above the process's current size when such a limit is set. UINT64_MAX when
 // neither can be read.
 uint64_t available_memory_bytes();
+// This process's bytes in physical memory now (VmRSS) and at the most so far (VmHWM); 0 where /proc
+// cannot say. For the metrics' host_mib and host_peak_mib (docs/report.md).
+struct ResidentMemory {
+  uint64_t now_bytes = 0, peak_bytes = 0;
+};
+ResidentMemory resident_memory();
 // Bytes an unprivileged writer can still put into the file system holding `folder`; UINT64_MAX when it
 // cannot be asked (the write itself reports the problem then).
 uint64_t free_disk_bytes(const std::string& folder);

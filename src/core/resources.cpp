@@ -4,6 +4,7 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -37,6 +38,27 @@ uint64_t available_memory_bytes() {
   } catch (const std::exception&) {  // an unreadable number in /proc: no estimate rather than a wrong one
   }
   return avail;
+}
+
+ResidentMemory resident_memory() {
+  ResidentMemory r;
+  std::ifstream in("/proc/self/status");  // one read for both lines
+  for (std::string line; std::getline(in, line);) {
+    uint64_t* field = line.compare(0, 6, "VmRSS:") == 0 ? &r.now_bytes : line.compare(0, 6, "VmHWM:") == 0 ? &r.peak_bytes : nullptr;
+    if (!field) continue;
+    try {
+      *field = std::stoull(line.substr(6)) * 1024;
+    } catch (const std::exception&) {  // unreadable: 0, as documented
+    }
+  }
+  // The kernel updates its high-water mark lazily (per-thread counters), so it can trail a VmRSS read
+  // earlier: the peak is also at least every VmRSS this process has read, which keeps it from going down.
+  static std::atomic<uint64_t> highest_read{0};
+  uint64_t seen = highest_read.load();
+  while (r.now_bytes > seen && !highest_read.compare_exchange_weak(seen, r.now_bytes)) {
+  }
+  r.peak_bytes = std::max({r.peak_bytes, r.now_bytes, seen});
+  return r;
 }
 
 uint64_t free_disk_bytes(const std::string& folder) {

@@ -1,10 +1,28 @@
 // src/cuda/memory.cpp — device and pinned allocations, copies, streams; and the device memory of core's
 // tensors, installed while the program starts (core/device_memory.hpp).
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+
 #include "core/device_memory.hpp"
 #include "cuda/check.cuh"
 #include "hetrain/cuda.hpp"
 
 namespace hetrain::cuda {
+
+namespace {
+// What device_alloc handed out and device_free has not taken back: the metrics' device_mib and
+// device_peak_mib (docs/report.md). Never destroyed, since buffers may be freed during the program's exit.
+struct Allocations {
+  std::mutex lock;
+  std::unordered_map<void*, size_t> sizes;
+  DeviceMemoryUse use;
+};
+Allocations& allocations() {
+  static Allocations* a = new Allocations;
+  return *a;
+}
+}  // namespace
 
 void* device_alloc(size_t bytes) {
   void* p = nullptr;
@@ -15,15 +33,36 @@ void* device_alloc(size_t bytes) {
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
     HT_THROW("cudaMalloc of ", bytes, " bytes failed: ", cudaGetErrorString(rc), " (", free_b >> 20, " MiB free of ",
-             total_b >> 20, " MiB)");
+             total_b >> 20, " MiB; hetrain holds ", device_memory_use().in_use_bytes >> 20, " MiB of it)");
   }
+  Allocations& a = allocations();
+  std::lock_guard<std::mutex> held(a.lock);
+  a.sizes[p] = bytes;
+  a.use.in_use_bytes += int64_t(bytes);
+  a.use.peak_bytes = std::max(a.use.peak_bytes, a.use.in_use_bytes);
   return p;
 }
 
 // The releases below cannot throw; a failure they leave in the runtime's last-error slot is taken out
 // there, or the next kernel launch would be blamed for it (check.cuh).
 void device_free(void* p) noexcept {
-  if (p && cudaFree(p) != cudaSuccess) detail::take_last_cuda_error();
+  if (!p) return;
+  {
+    Allocations& a = allocations();
+    std::lock_guard<std::mutex> held(a.lock);
+    auto it = a.sizes.find(p);
+    if (it != a.sizes.end()) {
+      a.use.in_use_bytes -= int64_t(it->second);
+      a.sizes.erase(it);
+    }
+  }
+  if (cudaFree(p) != cudaSuccess) detail::take_last_cuda_error();
+}
+
+DeviceMemoryUse device_memory_use() {
+  Allocations& a = allocations();
+  std::lock_guard<std::mutex> held(a.lock);
+  return a.use;
 }
 
 void* host_pinned_alloc(size_t bytes) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cuda/check.cuh"
+#include "hetrain/cuda.hpp"
 
 namespace hetrain::cuda::detail {
 namespace {
@@ -30,15 +31,14 @@ DeviceScratch& scratch_of_current_device() {
 float* grow(Buffer& b, size_t n, bool fill, float value) {
   if (n <= b.n) return b.p;
   const size_t want = std::max(n, 2 * b.n);
-  float* p = nullptr;
-  HT_CUDA_CHECK(cudaMalloc(&p, want * sizeof(float)));
+  float* p = static_cast<float*>(device_alloc(want * sizeof(float)));
   if (fill) {
     std::vector<float> host(want, value);
     HT_CUDA_CHECK(cudaMemcpy(p, host.data(), want * sizeof(float), cudaMemcpyHostToDevice));
   }
   if (b.p) {
     HT_CUDA_CHECK(cudaDeviceSynchronize());
-    if (cudaFree(b.p) != cudaSuccess) take_last_cuda_error();  // not to be blamed on the next launch
+    device_free(b.p);
   }
   b.p = p, b.n = want;
   return p;

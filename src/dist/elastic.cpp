@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "dist/center_wire.hpp"
 #include "hetrain/error.hpp"
@@ -98,7 +99,7 @@ constexpr int kClaimed = 0, kUpdates = 1, kStopRequests = 2, kStopPosition = 3, 
 constexpr int kStats = int(sizeof(SampleCounter::RankStats) / sizeof(int64_t)), kRow = kStats + 1;
 constexpr int64_t kStopBit = int64_t(1) << 60;
 constexpr int64_t kNothingPending = 0, kClaiming = -1;
-static_assert(sizeof(SampleCounter::RankStats) == 10 * sizeof(int64_t), "RankStats travels as 10 int64");
+static_assert(sizeof(SampleCounter::RankStats) == 14 * sizeof(int64_t), "RankStats travels as 14 int64");
 int row(int rank) { return kSlots + rank * kRow; }
 }  // namespace
 
@@ -171,8 +172,8 @@ std::vector<SampleCounter::RankStats> SampleCounter::stats() {
   HT_MPI_CHECK(MPI_Win_flush(0, win_));
   std::vector<RankStats> out(static_cast<size_t>(ranks_));
   for (int r = 0; r < ranks_; ++r) {
-    const int64_t* v = &all[size_t(r) * kRow];
-    out[size_t(r)] = RankStats{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
+    static_assert(std::is_trivially_copyable_v<RankStats>);
+    std::memcpy(static_cast<void*>(&out[size_t(r)]), &all[size_t(r) * kRow], sizeof(RankStats));
   }
   return out;
 }

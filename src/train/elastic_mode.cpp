@@ -380,9 +380,17 @@ class ElasticMode final : public TrainingMode {
   // This rank's row in the shared counter: what its last local step did (and whether it has finished).
   void publish_step(bool finished = false) {
     step_stats_.finished = finished ? 1 : 0;
+    // Memory travels as levels: the row sums this rank's changes, so it holds the latest figures.
+    const MemoryFigures m = memory_figures();
+    const int64_t levels[4] = {mib_to_bytes(m.host_mib), mib_to_bytes(m.host_peak_mib), mib_to_bytes(m.device_mib),
+                               mib_to_bytes(m.device_peak_mib)};
+    int64_t* deltas[4] = {&step_stats_.host_bytes, &step_stats_.host_peak_bytes, &step_stats_.device_bytes,
+                          &step_stats_.device_peak_bytes};
+    for (int i = 0; i < 4; ++i) *deltas[i] = levels[i] - published_memory_[i], published_memory_[i] = levels[i];
     counter_->add_stats(world_.rank(), step_stats_);
     step_stats_ = dist::SampleCounter::RankStats{};
   }
+  static int64_t mib_to_bytes(double mib) { return int64_t(mib * 1024.0 * 1024.0 + 0.5); }
 
   // Batch-norm running statistics: every rank saw its own samples; one set by the rule of every mode
   // (train/running_stats.hpp), each rank weighted by the samples of its last local step.
@@ -443,6 +451,7 @@ class ElasticMode final : public TrainingMode {
   HeartbeatWatch watch_;
   std::vector<int64_t> all_batches_;  // every rank's local batch
   dist::SampleCounter::RankStats step_stats_;  // this rank's last local step, published after it
+  int64_t published_memory_[4] = {0, 0, 0, 0};  // the memory levels this rank's row holds (publish_step)
   bool unpushed_ = false;             // group leaders: a claim not yet pushed into the center
   std::unique_ptr<dist::ElasticCenter> center_;  // the model every group trades with
   std::unique_ptr<dist::SampleCounter> counter_;  // the run's samples handed out, every rank's step row

@@ -7,9 +7,19 @@
 #include <cerrno>
 #include <cstring>
 
+#include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
+#include "hetrain/resources.hpp"
 
 namespace hetrain::train {
+
+MemoryFigures memory_figures() {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  const ResidentMemory host = resident_memory();
+  const cuda::DeviceMemoryUse device = cuda::device_memory_use();
+  return {double(host.now_bytes) / kMiB, double(host.peak_bytes) / kMiB, double(device.in_use_bytes) / kMiB,
+          double(device.peak_bytes) / kMiB};
+}
 
 int64_t StepRecord::global_batch() const {
   double b = 0;
@@ -62,6 +72,10 @@ void MetricsFile::write(const StepRecord& r) {
   list("comm_s", [](const StepTimes& t) { return t.comm; });
   list("idle_s", [](const StepTimes& t) { return t.idle; });
   list("exposed_s", [](const StepTimes& t) { return t.exposed; });
+  list("host_mib", [](const StepTimes& t) { return t.memory.host_mib; });
+  list("host_peak_mib", [](const StepTimes& t) { return t.memory.host_peak_mib; });
+  list("device_mib", [](const StepTimes& t) { return t.memory.device_mib; });
+  list("device_peak_mib", [](const StepTimes& t) { return t.memory.device_peak_mib; });
   if (r.val_accuracy >= 0) std::fprintf(file_, ",\"val_loss\":%.6g,\"val_accuracy\":%.6g", r.val_loss, r.val_accuracy);
   if (r.loss_scale > 0)
     std::fprintf(file_, ",\"loss_scale\":%.6g,\"skipped\":%s", r.loss_scale, r.skipped ? "true" : "false");
@@ -94,6 +108,10 @@ void MetricsFile::write(const ElasticRecord& r) {
   list("wait_s", [](const ElasticRecord::Rank& k) { return k.wait; });
   list("comm_s", [](const ElasticRecord::Rank& k) { return k.comm; });
   list("idle_s", [](const ElasticRecord::Rank& k) { return k.idle; });
+  list("host_mib", [](const ElasticRecord::Rank& k) { return k.memory.host_mib; });
+  list("host_peak_mib", [](const ElasticRecord::Rank& k) { return k.memory.host_peak_mib; });
+  list("device_mib", [](const ElasticRecord::Rank& k) { return k.memory.device_mib; });
+  list("device_peak_mib", [](const ElasticRecord::Rank& k) { return k.memory.device_peak_mib; });
   if (r.loss_scale > 0) {
     std::fprintf(file_, ",\"loss_scale\":%.6g", r.loss_scale);
     list("skipped", [](const ElasticRecord::Rank& k) { return k.skipped; });

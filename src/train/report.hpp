@@ -8,6 +8,14 @@
 
 namespace hetrain::train {
 
+// This rank's memory, in MiB, for the metrics (docs/report.md): the process's resident host memory now and
+// at most so far, and hetrain's own device allocations now and at most so far (cuda::device_memory_use;
+// zeros on a CPU rank).
+struct MemoryFigures {
+  double host_mib = 0, host_peak_mib = 0, device_mib = 0, device_peak_mib = 0;
+};
+MemoryFigures memory_figures();
+
 // One step as every rank measured it, gathered on rank 0.
 struct StepTimes {
   double batch = 0;    // samples this rank computed (b_r)
@@ -17,6 +25,7 @@ struct StepTimes {
   double idle = 0;     // seconds waiting for the other ranks to arrive at the step's agreement
   double exposed = 0;  // seconds of gradient reduction not hidden behind backward: waiting for it after the
                        // agreement (docs/architecture.md, "Gradient reduction"); all of it with --bucket-mb 0
+  MemoryFigures memory;  // at the end of the step
 };
 
 struct StepRecord {
@@ -52,6 +61,7 @@ struct ElasticRecord {
     double pushes = 0, staleness = 0;  // trades with the center in the window, and the sum of their staleness
     double compute = 0, wait = 0, comm = 0, idle = 0;  // seconds in the window (idle: waiting for group mates)
     double skipped = 0;              // local steps skipped for an FP16 overflow in the window
+    MemoryFigures memory;            // at the rank's newest local step
   };
   std::vector<Rank> ranks;
 };

@@ -328,9 +328,13 @@ class SyncMode final : public TrainingMode {
     rec.loss = step_totals.loss_sum / std::max(1.0, step_totals.count);
     rec.accuracy = step_totals.correct / std::max(1.0, step_totals.count);
     rec.ranks.resize(world_.size());
-    static_assert(sizeof(StepTimes) == 6 * sizeof(double), "StepTimes travels as 6 doubles");
+    StepTimes sent = mine;
+    sent.memory = memory_figures();
+    constexpr int kDoubles = int(sizeof(StepTimes) / sizeof(double));
+    static_assert(sizeof(StepTimes) == kDoubles * sizeof(double), "StepTimes travels as doubles");
     MPI_Request gathered;
-    HT_MPI_CHECK(MPI_Igather(&mine, 6, MPI_DOUBLE, rec.ranks.data(), 6, MPI_DOUBLE, 0, world_.comm(), &gathered));
+    HT_MPI_CHECK(MPI_Igather(&sent, kDoubles, MPI_DOUBLE, rec.ranks.data(), kDoubles, MPI_DOUBLE, 0, world_.comm(),
+                             &gathered));
     s_.arrival->wait(&gathered, 1);
     s_.arrival->step_done();
     return rec;

@@ -127,6 +127,10 @@ class SampleCounter {
     int64_t idle_us = 0;     // microseconds waiting for the other members of its group (hybrid)
     int64_t finished = 0;    // 1 once the rank left its training loop
     int64_t skipped = 0;     // local steps skipped for an FP16 overflow (train/loss_scale.hpp)
+    // Levels, not counts: each rank adds the change since its last row, so the row holds its latest
+    // figures (train/report.hpp, MemoryFigures): resident host bytes now and at most, and hetrain's own
+    // device allocations now and at most (0 on a CPU rank).
+    int64_t host_bytes = 0, host_peak_bytes = 0, device_bytes = 0, device_peak_bytes = 0;
   };
   void add_stats(int rank, const RankStats& delta);  // element-wise sum into `rank`'s row (one accumulate)
   std::vector<RankStats> stats();                   // every rank's row

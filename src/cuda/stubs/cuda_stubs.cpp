@@ -24,6 +24,7 @@ namespace cuda {
 
 void* device_alloc(size_t) { HT_NO_CUDA(); }
 void device_free(void*) noexcept {}
+DeviceMemoryUse device_memory_use() { return {}; }  // nothing is allocated on a device without CUDA
 void* host_pinned_alloc(size_t) { HT_NO_CUDA(); }
 void host_pinned_free(void*) noexcept {}
 void copy_to_device(void*, const void*, size_t, CudaStream) { HT_NO_CUDA(); }
