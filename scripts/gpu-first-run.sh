@@ -18,9 +18,12 @@
 #                 is one 25 MiB bucket; 0.25 makes four): each must finish (a hang is a timeout) with
 #                 identical replicas
 #   rebalance-memory  a mixed CPU+GPU job whose split changes (dynamic balancing, the GPU rank emulated slower
-#                 and then fast again): hetrain prints no GPU memory figure, so nvidia-smi's memory.used for the
-#                 whole GPU is sampled every 0.2 s in the background; the peak before the first rebalance and
-#                 after each one
+#                 and then fast again): the GPU rank's own allocations from the metrics (device_mib,
+#                 device_peak_mib, per step) and nvidia-smi's memory.used for the whole GPU, sampled every
+#                 0.2 s; the peaks before the first rebalance and after each one. Fails when the GPU rank
+#                 ends holding more than 10 % + 64 MiB above what it held at an earlier step with at least
+#                 its final batch (memory that follows the split's history, not the split: the activation
+#                 pool keeping idle batch sizes)
 #   memcheck      compute-sanitizer --tool memcheck on the tests of the custom kernels
 # Each part runs under its own `timeout`, its share of the budget (never more than is left of it), and ends
 # as passed, FAILED (why), NOT RUN (why: a missing program, the budget spent) or SKIPPED (no GPU where
@@ -218,8 +221,10 @@ if share rebalance-memory 40 && need_bin rebalance-memory "$HETRAIN" && need_mpi
     : >"$samples"
     ( while :; do echo "$(date +%s.%N) $(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2>/dev/null | head -1)"; sleep 0.2; done ) >>"$samples" &
     sampler=$!
-    timeout "$lim" mpirun -n 1 "$HETRAIN" "${REB[@]}" --device cpu --threads "$threads" : -n 1 "$HETRAIN" "${REB[@]}" \
-      --device cuda 2>&1 | while IFS= read -r l; do echo "$(date +%s.%N) $l"; done >"$out/rebalance-memory.log"
+    timeout "$lim" mpirun -n 1 "$HETRAIN" "${REB[@]}" --device cpu --threads "$threads" \
+      --metrics "$out/rebalance-memory.jsonl" : -n 1 "$HETRAIN" "${REB[@]}" --device cuda \
+      --metrics "$out/rebalance-memory.jsonl" 2>&1 | while IFS= read -r l; do echo "$(date +%s.%N) $l"; done \
+      >"$out/rebalance-memory.log"
     rc=${PIPESTATUS[0]}
     kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
     # Peak memory.used (MiB) before the first rebalance line, then between each rebalance and the next.
@@ -236,14 +241,34 @@ if share rebalance-memory 40 && need_bin rebalance-memory "$HETRAIN" && need_mpi
           printf "  after rebalance %d (%s): peak %d MiB\n", j, substr(what[j], 1, 90), p
         }
         all = 0; for (i = 1; i <= n; i++) if (mb[i] > all) all = mb[i]
-        printf "  overall peak %d MiB over %d samples (nvidia-smi --query-gpu=memory.used, whole GPU, every 0.2 s: hetrain prints no memory figure)\n", all, n
+        printf "  overall peak %d MiB over %d samples (nvidia-smi --query-gpu=memory.used, whole GPU with the CUDA context and libraries, every 0.2 s)\n", all, n
       }' "$samples" "$out/rebalance-memory.log" | tee -a "$summary" >/dev/null
+    # The GPU rank's (rank 1's) own allocations per step, from the metrics: "b":[cpu,gpu], "device_mib":[0,x].
+    follows=""
+    if [ -s "$out/rebalance-memory.jsonl" ]; then
+      follows=$(awk '
+        function second(key,   m) { if (!match($0, "\"" key "\":\\[[^]]*\\]")) return -1
+          m = substr($0, RSTART, RLENGTH); sub(/^[^[]*\[[^,]*,/, "", m); sub(/\].*$/, "", m); return m + 0 }
+        { n++; step[n] = $0; sub(/^.*"step":/, "", step[n]); sub(/,.*$/, "", step[n])
+          b[n] = second("b"); mib[n] = second("device_mib"); peak[n] = second("device_peak_mib")
+          if (n == 1 || b[n] != b[n - 1]) printf "  step %s: GPU rank batch %d, hetrain holds %.0f MiB on the GPU (peak so far %.0f MiB)\n", step[n], b[n], mib[n], peak[n] > "/dev/stderr" }
+        END {
+          if (n == 0 || mib[n] < 0) { print "no device_mib in the metrics"; exit }
+          last_change = n; while (last_change > 1 && b[last_change - 1] == b[n]) last_change--
+          best = -1; for (i = 1; i < last_change; i++) if (b[i] >= b[n] && mib[i] > best) best = mib[i]
+          printf "  end: GPU rank batch %d, %.0f MiB held, peak %.0f MiB", b[n], mib[n], peak[n] > "/dev/stderr"
+          if (best < 0) { print " (no earlier step had a batch this large: not judged)" > "/dev/stderr"; print "ok"; exit }
+          printf "; an earlier step with batch >= %d held %.0f MiB\n", b[n], best > "/dev/stderr"
+          print (mib[n] <= 1.10 * best + 64) ? "ok" : sprintf("the GPU rank ends holding %.0f MiB at batch %d, above the %.0f MiB it held at an earlier step with at least that batch", mib[n], b[n], best)
+        }' "$out/rebalance-memory.jsonl" 2>>"$summary")
+    fi
     nreb=$(grep -c ' rebalance: ' "$out/rebalance-memory.log")
     nsamp=$(grep -cE ' [0-9]+$' "$samples")
     if timed_out "$rc"; then done_part rebalance-memory "FAILED (timed out after $lim s)"
     elif [ "$rc" -ne 0 ]; then done_part rebalance-memory "FAILED (exit $rc: $(grep -m1 'error' "$out/rebalance-memory.log" | cut -d' ' -f2- | cut -c1-120))"
     elif [ "$nreb" -eq 0 ]; then done_part rebalance-memory "FAILED (the split never changed)"
     elif [ "$nsamp" -lt 3 ]; then done_part rebalance-memory "FAILED (nvidia-smi gave $nsamp memory samples)"
+    elif [ "$follows" != ok ]; then done_part rebalance-memory "FAILED (${follows:-no metrics file})"
     else done_part rebalance-memory passed; fi
   fi
 fi
