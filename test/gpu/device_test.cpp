@@ -107,3 +107,30 @@ TEST(CudaMemory, RoundTripOnAStream) {
   EXPECT_EQ(a.data(), nullptr);
   EXPECT_EQ(moved.download(), host);
 }
+
+// The metrics' device_mib and device_peak_mib (docs/report.md) count what device_alloc hands out: a
+// tensor-sized buffer raises both by its size, and freeing it lowers only the first.
+TEST(CudaMemory, UseFollowsAllocationsAndKeepsThePeak) {
+  HT_REQUIRE_GPU();
+  const cuda::DeviceMemoryUse before = cuda::device_memory_use();
+  EXPECT_GE(before.peak_bytes, before.in_use_bytes);
+  constexpr size_t kBytes = size_t(48) << 20;
+  void* p = cuda::device_alloc(kBytes);
+  const cuda::DeviceMemoryUse held = cuda::device_memory_use();
+  EXPECT_EQ(held.in_use_bytes, before.in_use_bytes + int64_t(kBytes));
+  EXPECT_GE(held.peak_bytes, held.in_use_bytes);
+  cuda::device_free(p);
+  const cuda::DeviceMemoryUse after = cuda::device_memory_use();
+  EXPECT_EQ(after.in_use_bytes, before.in_use_bytes);
+  EXPECT_EQ(after.peak_bytes, held.peak_bytes);
+  cuda::device_free(nullptr);  // no effect on the counts
+  EXPECT_EQ(cuda::device_memory_use().in_use_bytes, before.in_use_bytes);
+}
+
+// A CPU-only build has no device memory to count: zeros, not an error (every CPU rank reports them).
+TEST(CudaMemory, UseIsZeroWithoutCuda) {
+  if (cuda_built()) GTEST_SKIP() << "a CUDA build";
+  const cuda::DeviceMemoryUse use = cuda::device_memory_use();
+  EXPECT_EQ(use.in_use_bytes, 0);
+  EXPECT_EQ(use.peak_bytes, 0);
+}
