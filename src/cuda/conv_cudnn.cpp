@@ -46,6 +46,7 @@ struct Algos {
   cudnnConvolutionBwdFilterAlgo_t bwd_filter;
   cudnnMathType_t fwd_math, bwd_data_math, bwd_filter_math;
   size_t workspace;
+  bool measured;  // false: chosen by cuDNN's heuristics for want of memory, so not cached (asked again later)
 };
 
 using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool, size_t>;
@@ -53,22 +54,34 @@ std::mutex g_cache_mutex;
 std::map<Key, Algos> g_cache;
 std::atomic<int64_t> g_searches{0}, g_heuristic_choices{0};
 
-// The current device's shared workspace, at least `bytes` long. Growing it frees the old block first:
-// cudaFree waits for the device, so no convolution still running can be using it.
-char* shared_workspace(size_t bytes) {
+// The current device's shared workspace, at least `bytes` long (bytes == 0: as it is, possibly empty).
+// Growing it waits for the device before freeing the old block, which a convolution still running on any
+// stream may be using (cudaFree's own wait is how it behaves, not what its documentation promises).
+DeviceBuffer<char>& shared_workspace_buffer(size_t bytes) {
   static std::mutex mu;
   static std::map<int, DeviceBuffer<char>> by_device;
-  if (bytes == 0) return nullptr;
   int dev = 0;
   HT_CUDA_CHECK(cudaGetDevice(&dev));
   std::lock_guard<std::mutex> lock(mu);
   DeviceBuffer<char>& ws = by_device[dev];
   if (ws.size() < bytes) {
+    HT_CUDA_CHECK(cudaDeviceSynchronize());
     ws = DeviceBuffer<char>();
     ws = DeviceBuffer<char>(bytes);
   }
-  return ws.data();
+  return ws;
 }
+char* shared_workspace(size_t bytes) { return bytes == 0 ? nullptr : shared_workspace_buffer(bytes).data(); }
+
+size_t free_device_bytes() {
+  size_t free_bytes = 0, total_bytes = 0;
+  HT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
+}
+
+// Floats to the next 64 (256 bytes): where the search's FP32 operands start within their one buffer, so
+// each is as aligned as a tensor of its own (cudaMalloc), which vectorised and tensor-core kernels want.
+int64_t aligned_floats(int64_t n) { return (n + 63) / 64 * 64; }
 
 // The fastest result that succeeded, fits the workspace bound, is deterministic (if asked) and, at FP32,
 // runs in plain FP32 FMA math (CUDNN_DEFAULT_MATH may use TF32 tensor cores for float data). TF32 and the
@@ -145,34 +158,47 @@ struct CudnnConv2d::Impl {
 
   // Chooses the three directions' algorithms. Measured with cudnnFind*Ex on buffers allocated here: the
   // operands (the 16-bit scratch regions at BF16/FP16, a temporary of x, y and w at FP32 and TF32) and a
-  // search workspace of at most the bound and half the free memory, all released when the search is done.
-  // The plain cudnnFind* would allocate its own buffers, as large as each algorithm asks, and fail with
-  // CUDNN_STATUS_ALLOC_FAILED near the memory cap, where a rebalanced batch size searches again
+  // search workspace of at most the bound and half the memory free once the operands are in place (or the
+  // shared workspace, idle during the search, where that is larger), all released when the search is
+  // done. The plain cudnnFind* would allocate its own buffers, as large as each algorithm asks, and fail
+  // with CUDNN_STATUS_ALLOC_FAILED near the memory cap, where a rebalanced batch size searches again
   // (docs/architecture.md, "Devices"). Where even these buffers do not fit, cuDNN's heuristics
-  // (cudnnGet*_v7), which allocate nothing, choose instead.
+  // (cudnnGet*_v7), which allocate nothing, choose among the algorithms whose workspace the shared one or
+  // half the free memory holds; such a choice is not cached, so the shape is measured when memory allows.
   Algos choose(cudnnHandle_t h) {
     ++g_searches;
     const size_t max_ws = opt.max_workspace_bytes;
-    size_t free_bytes = 0, total_bytes = 0;
-    HT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    const size_t search_ws = std::min(max_ws, free_bytes / 2);
     DeviceBuffer<char> operands, workspace;
     void *xp = nullptr, *yp = nullptr, *wp = nullptr;
+    void* ws = nullptr;
+    size_t search_ws = 0;
     bool measured = true;
-    // The search writes the operand buffers, the 16-bit scratch among them, which a step still running on
-    // another stream may be reading: searches are rare (a new shape), so wait for the device first.
+    // The search writes the operand buffers, the 16-bit scratch among them, and may use the shared
+    // workspace, which a step still running on another stream may be using: searches are rare (a new
+    // shape), so wait for the device first.
     HT_CUDA_CHECK(cudaDeviceSynchronize());
+    DeviceBuffer<char>& shared = shared_workspace_buffer(0);
     try {
       if (low_precision()) {
         const Scratch sc = scratch();
         xp = sc.a, yp = sc.b, wp = sc.c;
       } else {
-        operands = DeviceBuffer<char>(size_t(n_in + n_out + n_w) * sizeof(float));
-        xp = operands.data(), yp = static_cast<float*>(xp) + n_in, wp = static_cast<float*>(yp) + n_out;
+        const int64_t at_y = aligned_floats(n_in), at_w = at_y + aligned_floats(n_out);
+        operands = DeviceBuffer<char>(size_t(at_w + n_w) * sizeof(float));
+        float* base = reinterpret_cast<float*>(operands.data());
+        xp = base, yp = base + at_y, wp = base + at_w;
       }
-      workspace = DeviceBuffer<char>(search_ws);
+      const size_t own = std::min(max_ws, free_device_bytes() / 2);
+      if (std::min(shared.size(), max_ws) >= own) {
+        ws = shared.data(), search_ws = std::min(shared.size(), max_ws);
+      } else {
+        workspace = DeviceBuffer<char>(own);
+        ws = workspace.data(), search_ws = own;
+      }
     } catch (const Error&) {
       measured = false;  // out of memory: device_alloc took the error out of the runtime
+      operands = DeviceBuffer<char>();
+      search_ws = std::min(max_ws, std::max(shared.size(), free_device_bytes() / 2));
     }
     const int kMax = 16;
     int n = 0;
@@ -183,7 +209,6 @@ struct CudnnConv2d::Impl {
     const cudnnConvolutionBwdDataAlgoPerf_t* d = nullptr;
     const cudnnConvolutionBwdFilterAlgoPerf_t* b = nullptr;
     if (measured) {
-      void* ws = workspace.data();
       HT_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, x, xp, w, wp, conv_fwd, y, yp, kMax, &n, fr, ws,
                                                             search_ws));
       f = pick(fr, n, search_ws, opt.deterministic, opt.precision);
@@ -195,14 +220,14 @@ struct CudnnConv2d::Impl {
       b = pick(wr, n, search_ws, opt.deterministic, opt.precision);
     } else {
       HT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, x, w, conv_fwd, y, kMax, &n, fr));
-      f = pick(fr, n, max_ws, opt.deterministic, opt.precision);
+      f = pick(fr, n, search_ws, opt.deterministic, opt.precision);
       HT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w, y, conv_bwd_data, x, kMax, &n, dr));
-      d = pick(dr, n, max_ws, opt.deterministic, opt.precision);
+      d = pick(dr, n, search_ws, opt.deterministic, opt.precision);
       HT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, y, conv_bwd_filter, w, kMax, &n, wr));
-      b = pick(wr, n, max_ws, opt.deterministic, opt.precision);
+      b = pick(wr, n, search_ws, opt.deterministic, opt.precision);
     }
     HT_CHECK(f && d && b, "cuDNN has no convolution algorithm for ", shape(), " within a workspace of ",
-             measured ? search_ws : max_ws, " bytes", opt.deterministic ? " (deterministic only)" : "",
+             search_ws, " bytes", opt.deterministic ? " (deterministic only)" : "",
              measured ? "" : " (chosen by heuristics: no memory to measure)",
              ": raise the workspace bound or free device memory");
     Algos a{};
@@ -210,6 +235,7 @@ struct CudnnConv2d::Impl {
     a.bwd_data = d->algo, a.bwd_data_math = d->mathType;
     a.bwd_filter = b->algo, a.bwd_filter_math = b->mathType;
     a.workspace = std::max({f->memory, d->memory, b->memory});
+    a.measured = measured;
     if (measured) {
       // The search ran on the default stream; the temporaries are freed (cudaFree waits for the device).
       HT_CUDA_CHECK(cudaStreamSynchronize(nullptr));
@@ -273,7 +299,7 @@ CudnnConv2d::CudnnConv2d(const Conv2dGeom& g, const CudnnConvOptions& options) :
       // the legacy default stream, which always exists. Left alone, the handle would keep the stream of
       // its last call, which its owner may have destroyed since.
       m.algos = m.choose(detail::cudnn_on(nullptr));
-      g_cache[key] = m.algos;
+      if (m.algos.measured) g_cache[key] = m.algos;
     }
   }
   // The measured algorithm ran with its own math type; use that one.
