@@ -2,6 +2,8 @@
 // and our kernels for synchronised batch norm's three parts (their CPU twins: ops::cpu::batchnorm_stat_sums,
 // _grad_sums, _backward_given in src/ops/batchnorm/batchnorm_cpu.cpp). Default stream.
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "common.cuh"
@@ -64,14 +66,30 @@ void check_sizes(int N, int C, int HW, const char* who) {
   HT_CHECK(N >= 0 && C > 0 && HW > 0, who, ": bad sizes N=", N, " C=", C, " HW=", HW);
 }
 
+// The device's buffer for those sums, grown to the largest layer and kept (never freed: freeing at exit
+// races the runtime's teardown). A cudaMalloc and cudaFree per layer would each wait for the whole device,
+// gradient buckets that NCCL is reducing on its own stream included, and so undo their overlap.
+double* sums_buffer(size_t n) {
+  static std::mutex mu;
+  static auto* by_device = new std::map<int, DeviceBuffer<double>>();
+  int dev = 0;
+  HT_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  DeviceBuffer<double>& b = (*by_device)[dev];
+  if (b.size() < n) b = DeviceBuffer<double>(n);  // nothing still uses the old one: see sums_to_host
+  return b.data();
+}
+
 // The 2·C sums of a one-block-per-channel kernel, brought to the host (the exchange between ranks runs there).
+// The kernel and the copy run on the legacy default stream, like the layers, and only that stream is waited
+// for, so the buffer is idle again when this returns.
 template <typename Launch>
 void sums_to_host(double* sums, int C, const char* who, Launch launch) {
-  DeviceBuffer<double> d(size_t(2) * C);
-  launch(d.data());
+  double* d = sums_buffer(size_t(2) * C);
+  launch(d);
   HT_CUDA_CHECK_LAUNCH(who);
-  copy_to_host(sums, d.data(), size_t(2) * C * sizeof(double));
-  device_synchronize();
+  copy_to_host(sums, d, size_t(2) * C * sizeof(double));
+  stream_synchronize(nullptr);
 }
 }  // namespace
 }  // namespace hetrain::cuda
