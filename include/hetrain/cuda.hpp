@@ -17,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -119,7 +120,13 @@ void copy_device(void* dst, const void* src, size_t bytes, CudaStream stream = n
 void memset_zero(void* p, size_t bytes, CudaStream stream = nullptr);
 CudaStream stream_create();  // non-blocking stream
 void stream_destroy(CudaStream s) noexcept;
+// Waits for the stream's work. While a wait hook is set on the calling thread, it polls the stream and runs
+// the hook between polls (not re-entered), instead of blocking in the runtime.
 void stream_synchronize(CudaStream s);
+// Work for the calling thread while stream_synchronize waits, for instance the elastic modes' MPI progress
+// (train/shared_step.hpp, DeviceWaitHook), so a GPU rank serves 16-bit center trades while its step's last
+// work runs. Only this thread runs it; an empty function removes it. A CPU-only build never waits: no-op.
+void set_wait_hook(std::function<void()> hook);
 void device_synchronize();
 // Ordering between streams: `wait` runs what is enqueued on it after `e`'s recorded point has run.
 CudaEvent event_create();  // without timing

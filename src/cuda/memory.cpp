@@ -1,7 +1,9 @@
 // src/cuda/memory.cpp — device and pinned allocations, copies, streams; and the device memory of core's
 // tensors, installed while the program starts (core/device_memory.hpp).
 #include <algorithm>
+#include <functional>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "core/device_memory.hpp"
@@ -97,7 +99,35 @@ CudaStream stream_create() {
 void stream_destroy(CudaStream s) noexcept {
   if (s && cudaStreamDestroy(s) != cudaSuccess) detail::take_last_cuda_error();
 }
-void stream_synchronize(CudaStream s) { HT_CUDA_CHECK(cudaStreamSynchronize(s)); }
+namespace {
+// This thread's work while it waits (set_wait_hook), and whether it is running it now.
+thread_local std::function<void()> t_wait_hook;
+thread_local bool t_in_wait_hook = false;
+}  // namespace
+
+void set_wait_hook(std::function<void()> hook) { t_wait_hook = std::move(hook); }
+
+void stream_synchronize(CudaStream s) {
+  if (!t_wait_hook || t_in_wait_hook) {
+    HT_CUDA_CHECK(cudaStreamSynchronize(s));
+    return;
+  }
+  for (;;) {
+    const cudaError_t rc = cudaStreamQuery(s);
+    if (rc == cudaSuccess) return;
+    if (rc != cudaErrorNotReady) HT_CUDA_CHECK(rc);
+    (void)cudaGetLastError();  // "not ready" is no error: keep it from being blamed on the next launch
+    t_in_wait_hook = true;
+    try {
+      t_wait_hook();
+    } catch (...) {
+      t_in_wait_hook = false;
+      throw;
+    }
+    t_in_wait_hook = false;
+    std::this_thread::yield();  // ranks may outnumber cores
+  }
+}
 void device_synchronize() { HT_CUDA_CHECK(cudaDeviceSynchronize()); }
 
 CudaEvent event_create() {

@@ -101,6 +101,7 @@ class ElasticMode final : public TrainingMode {
     // Other ranks' reads and pushes aimed at this one progress while it computes: MPI is polled between layers.
     progress_.emplace(world_.comm());
     poll_between_layers_.emplace(&dist::RmaProgress::poll);
+    if (on_gpu()) poll_while_gpu_works_.emplace(&dist::RmaProgress::poll);  // e.g. its step's last work
     report_.start(first_sample_, counter_->stats());
     watch_.restart();
   }
@@ -213,6 +214,7 @@ class ElasticMode final : public TrainingMode {
     if (world_.rank() == 0) average_center();  // the last pushes
     center_open_ = false;
     poll_between_layers_.reset();
+    poll_while_gpu_works_.reset();
     progress_->close();
     counter_->close();
     center_->close();
@@ -457,6 +459,7 @@ class ElasticMode final : public TrainingMode {
   std::unique_ptr<dist::SampleCounter> counter_;  // the run's samples handed out, every rank's step row
   std::optional<dist::RmaProgress> progress_;
   std::optional<BetweenLayersHook> poll_between_layers_;  // while training
+  std::optional<DeviceWaitHook> poll_while_gpu_works_;    // while training, on a GPU rank
   bool stop_sent_ = false, stopped_ = false;
   std::optional<Claim> pending_;          // claimed, trained at the next step()
   int64_t first_sample_ = 0, position_ = 0, samples_done_ = 0;

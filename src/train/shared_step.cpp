@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "hetrain/cuda.hpp"
 #include "hetrain/dist.hpp"
 #include "hetrain/error.hpp"
 #include "hetrain/nn.hpp"
@@ -20,6 +21,9 @@ uint64_t augmentation_seed(uint64_t seed, int64_t epoch) {
 
 BetweenLayersHook::BetweenLayersHook(std::function<void()> hook) { nn::set_between_layers_hook(std::move(hook)); }
 BetweenLayersHook::~BetweenLayersHook() { nn::set_between_layers_hook(nullptr); }
+
+DeviceWaitHook::DeviceWaitHook(std::function<void()> hook) { cuda::set_wait_hook(std::move(hook)); }
+DeviceWaitHook::~DeviceWaitHook() { cuda::set_wait_hook(nullptr); }
 
 void check_injected_failure(const Setup& s, int rank, int64_t step, const char* counted) {
   HT_CHECK(!(rank == s.fail_rank && step == s.fail_step), "failure injected by --debug-fail-at at ", counted, " ",

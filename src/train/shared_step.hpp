@@ -37,6 +37,18 @@ class BetweenLayersHook {
   BetweenLayersHook& operator=(const BetweenLayersHook&) = delete;
 };
 
+// Sets the calling thread's work while it waits for its GPU (cuda::set_wait_hook) for its lifetime. Only
+// for a hook that may run in the middle of any device wait: the elastic modes' MPI progress is (it touches
+// only this rank's own shard of the center), while sync mode's bucket progress is not (a bucket's own
+// host-staged copy waits for the device).
+class DeviceWaitHook {
+ public:
+  explicit DeviceWaitHook(std::function<void()> hook);
+  ~DeviceWaitHook();
+  DeviceWaitHook(const DeviceWaitHook&) = delete;
+  DeviceWaitHook& operator=(const DeviceWaitHook&) = delete;
+};
+
 // --debug-fail-at: throws on the rank and at the step given (tests of the no-hang path). `counted` names
 // the step as the mode counts it ("step", "local step").
 void check_injected_failure(const Setup& s, int rank, int64_t step, const char* counted);

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <thread>
+#include <vector>
 
 #include "gpu_test_util.hpp"
 #include "hetrain/error.hpp"
@@ -133,4 +135,43 @@ TEST(CudaMemory, UseIsZeroWithoutCuda) {
   const cuda::DeviceMemoryUse use = cuda::device_memory_use();
   EXPECT_EQ(use.in_use_bytes, 0);
   EXPECT_EQ(use.peak_bytes, 0);
+}
+
+// cuda::set_wait_hook: while a stream's work runs, stream_synchronize runs the calling thread's hook (the
+// elastic modes' MPI progress) instead of blocking, never inside the hook itself, and waits for the work all
+// the same; another thread's waits do not run it; an empty hook restores the plain wait.
+TEST(CudaMemory, WaitHookRunsWhileTheStreamWorks) {
+  HT_REQUIRE_GPU();
+  const int64_t n = int64_t(1) << 22;
+  cuda::DeviceBuffer<float> d(static_cast<size_t>(n));
+  d.upload(std::vector<float>(size_t(n), 1.0f));
+  CudaStream s = cuda::stream_create();
+  // 400 passes over 16 MB, ending where they began: milliseconds of work, so the first poll finds it running.
+  auto slow_work = [&] {
+    for (int k = 0; k < 200; ++k) cuda::accumulate(d.data(), d.data(), n, s);
+    for (int k = 0; k < 200; ++k) cuda::scale(d.data(), 0.5f, n, s);
+  };
+  int calls = 0, returned = 0;
+  cuda::set_wait_hook([&] {
+    ++calls;
+    cuda::stream_synchronize(s);  // a wait inside the hook is a plain wait, not another round of the hook
+    ++returned;
+  });
+  slow_work();
+  cuda::stream_synchronize(s);
+  EXPECT_GE(calls, 1) << "the hook never ran while the stream worked";
+  EXPECT_EQ(returned, calls);
+  const int calls_here = calls;
+  slow_work();
+  std::thread other([&] { cuda::stream_synchronize(s); });  // not this thread's hook
+  other.join();
+  EXPECT_EQ(calls, calls_here);
+  cuda::set_wait_hook(nullptr);
+  slow_work();
+  cuda::stream_synchronize(s);
+  EXPECT_EQ(calls, calls_here);
+  const std::vector<float> back = d.download();
+  EXPECT_EQ(back.front(), 1.0f);
+  EXPECT_EQ(back.back(), 1.0f);
+  cuda::stream_destroy(s);
 }

@@ -34,6 +34,7 @@ void memset_zero(void*, size_t, CudaStream) { HT_NO_CUDA(); }
 CudaStream stream_create() { HT_NO_CUDA(); }
 void stream_destroy(CudaStream) noexcept {}
 void stream_synchronize(CudaStream) { HT_NO_CUDA(); }
+void set_wait_hook(std::function<void()>) {}  // nothing ever waits for a device without CUDA
 CudaEvent event_create() { HT_NO_CUDA(); }
 void event_destroy(CudaEvent) noexcept {}
 void event_record(CudaEvent, CudaStream) { HT_NO_CUDA(); }
