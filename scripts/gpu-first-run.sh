@@ -16,7 +16,9 @@
 #                 gpu-check.sh; no PyTorch with CUDA: that column says "no PyTorch" and nothing fails for it)
 #   mixed         a CPU rank and a GPU rank under mpirun with --bucket-mb 25, 0.25 and 0 (resnet20's gradient
 #                 is one 25 MiB bucket; 0.25 makes four): each must finish (a hang is a timeout) with
-#                 identical replicas
+#                 identical replicas; then the same pair in --mode async with bf16 center trades (the GPU
+#                 rank serves its shard while it waits for its GPU) and in --mode hybrid as one group:
+#                 each must finish and train every sample exactly once per epoch
 #   rebalance-memory  a mixed CPU+GPU job whose split changes (dynamic balancing, the GPU rank emulated slower
 #                 and then fast again): the GPU rank's own allocations from the metrics (device_mib,
 #                 device_peak_mib, per step) and nvidia-smi's memory.used for the whole GPU, sampled every
@@ -123,7 +125,7 @@ if share versions 20 && need_bin versions "$bin/test_gpu"; then
 fi
 
 # ---------------------------------------------------------------- GPU unit tests and their parity figures
-if share gpu-tests 130 && need_bin gpu-tests "$bin/test_gpu"; then
+if share gpu-tests 110 && need_bin gpu-tests "$bin/test_gpu"; then
   gpu_run_tests "$out" "$lim" --gtest_filter='-GpuVersions.*'
   say "$gt_line"
   # One line per test: its status and, from its RESULT parity lines, the number of comparisons with the CPU
@@ -189,7 +191,7 @@ fi
 # ---------------------------------------------------------------- the mixed CPU+GPU job, with and without buckets
 MIX=(train --model resnet20 --synthetic 1024 --synthetic-shape 3,32,32 --global-batch 64 --max-steps 12 --split 24,40
      --lr 0.05 --debug-consistency --log-every 4)
-if share mixed 60 && need_bin mixed "$HETRAIN" && need_mpirun mixed && ! no_gpu mixed; then
+if share mixed 80 && need_bin mixed "$HETRAIN" && need_mpirun mixed && ! no_gpu mixed; then
   t0=$SECONDS bad=""
   for mb in 25 0.25 0; do
     left=$((lim - (SECONDS - t0)))
@@ -205,6 +207,31 @@ if share mixed 60 && need_bin mixed "$HETRAIN" && need_mpirun mixed && ! no_gpu 
     elif ! cmp -s "$out/mixed-$mb-0.bin" "$out/mixed-$mb-1.bin"; then bad+=" bucket-mb $mb: replicas differ;"; r="replicas differ"
     else r="done, identical replicas, final loss $(final_loss "$log")"; fi
     say "  mixed cpu+cuda --bucket-mb $mb: $r ($buckets)"
+  done
+  # The elastic modes on the same pair: each (epoch, sample) must appear exactly once in the ranks' dumps.
+  ELASTIC=(train --model resnet20 --synthetic 512 --synthetic-shape 3,32,32 --global-batch 64 --epochs 2 --lr 0.05
+           --log-every 1000)
+  for run in async-bf16 hybrid-one-group; do
+    left=$((lim - (SECONDS - t0)))
+    [ "$left" -lt 5 ] && { bad+=" $run: not run (time limit);"; continue; }
+    case $run in
+      async-bf16) extra=(--mode async --reduce-precision bf16) ;;
+      *) extra=(--mode hybrid --groups 0,0 --debug-consistency) ;;
+    esac
+    log=$out/mixed-$run.log
+    rm -f "$out/mixed-$run"-[01].txt
+    timeout "$left" mpirun -n 1 "$HETRAIN" "${ELASTIC[@]}" "${extra[@]}" --device cpu --threads "$threads" \
+      --dump-samples "$out/mixed-$run-%r.txt" : -n 1 "$HETRAIN" "${ELASTIC[@]}" "${extra[@]}" --device cuda \
+      --dump-samples "$out/mixed-$run-%r.txt" >"$log" 2>&1
+    rc=$?
+    seen=$(cat "$out/mixed-$run"-[01].txt 2>/dev/null | sort -u | wc -l)
+    twice=$(cat "$out/mixed-$run"-[01].txt 2>/dev/null | sort | uniq -d | wc -l)
+    if timed_out $rc; then bad+=" $run: hung (timed out after $left s);"; r="hung"
+    elif [ $rc -ne 0 ]; then bad+=" $run: exit $rc;"; r="exit $rc: $(grep -m1 'error' "$log" | cut -c1-120)"
+    elif [ "$seen" -ne 1024 ] || [ "$twice" -ne 0 ]; then
+      bad+=" $run: samples not once per epoch;"; r="$seen of 1024 (epoch, sample) pairs, $twice twice"
+    else r="done, every sample once per epoch, $(grep -m1 '^done:' "$log" | cut -d, -f3- | cut -c1-110)"; fi
+    say "  mixed cpu+cuda --mode ${run%%-*}: $r"
   done
   [ -z "$bad" ] && done_part mixed passed || done_part mixed "FAILED (${bad# })"
 fi
