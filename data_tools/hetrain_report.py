@@ -11,7 +11,8 @@ each epoch when the file has it, under the key "val_accuracy"). Several files ad
 throughput and training accuracy against wall time, one curve per file.
 
 `-o NAME.png` writes one PNG (the comparison first, then one figure per file); `-o NAME.html` writes a
-self-contained page with the same figures as separate base64 PNG images and a summary table. The output
+self-contained page with the same figures as separate base64 PNG images and a summary table (with the
+highest resident and GPU memory any rank reached, where the file has them). The output
 is written under a temporary name and renamed. Every problem is one line on stderr,
 `hetrain report: error: FILE: problem`, and exit status 1; nothing is left at the output path. A last line
 cut short (a run killed while writing it: its metrics are still in PATH.tmp-PID) is left out with one
@@ -90,6 +91,24 @@ class Run:
         timed = slice(1, None) if len(rows) > 1 else slice(0, None)
         secs = sum(s for s in self.step_s[timed] if s > 0)
         self.mean_sps = sum(self.batch[timed]) / secs if secs > 0 else 0.0
+        # The highest memory any rank reached, and which rank (None where the file has no such figures:
+        # metrics written before they existed).
+        self.host_peak = self._highest(rows, "host_peak_mib")
+        self.device_peak = self._highest(rows, "device_peak_mib")
+
+    @staticmethod
+    def _highest(rows, key):
+        best = None
+        for r in rows:
+            for rank, v in enumerate(r.get(key) or []):
+                if _number(v) and math.isfinite(v) and (best is None or v > best[0]):
+                    best = (float(v), rank)
+        return best
+
+    def memory_text(self):
+        """'410 MiB (rank 1)' for the host and the GPU, or 'n/a'."""
+        text = lambda p: "%.0f MiB (rank %d)" % p if p else "n/a"
+        return text(self.host_peak), text(self.device_peak)
 
     def headline(self):
         b = sorted(set(int(x) for x in self.batch))
@@ -433,16 +452,19 @@ def html_page(runs, images):
         val = "%.2f%%" % (r.val[-1][1] * 100) if r.val else "none"
         fin_acc = next((a for a in reversed(r.accuracy) if not math.isnan(a)), math.nan)
         fin_loss = next((l for l in reversed(r.loss) if not math.isnan(l)), math.nan)
+        host, device = r.memory_text()
         rows.append("<tr><td>%s</td><td>%d</td><td>%d</td><td>%.1f</td><td>%d</td><td>%.4f</td><td>%.2f%%</td>"
-                    "<td>%s</td></tr>" % (e(r.label), r.ranks, len(r.step), r.mean_sps, len(r.rebalances),
-                                         fin_loss, fin_acc * 100, val))
+                    "<td>%s</td><td>%s</td><td>%s</td></tr>" % (e(r.label), r.ranks, len(r.step), r.mean_sps,
+                                                              len(r.rebalances), fin_loss, fin_acc * 100, val,
+                                                              e(host), e(device)))
     out = ["<!DOCTYPE html>", "<html><head><meta charset=\"utf-8\"><title>hetrain report</title>",
            "<style>body{font-family:sans-serif;margin:1em}table{border-collapse:collapse}"
            "td,th{border:1px solid #aaa;padding:2px 8px;text-align:right}td:first-child{text-align:left}"
            "img{max-width:100%;display:block;margin:1em 0}</style></head><body>",
            "<h1>hetrain report</h1>",
            "<table><tr><th>run</th><th>ranks</th><th>steps</th><th>mean samples/s</th><th>rebalances</th>"
-           "<th>final training loss</th><th>final training accuracy</th><th>final validation accuracy</th></tr>"]
+           "<th>final training loss</th><th>final training accuracy</th><th>final validation accuracy</th>"
+           "<th>peak resident memory</th><th>peak GPU memory (hetrain's own)</th></tr>"]
     out += rows
     out.append("</table>")
     for title, png in images:

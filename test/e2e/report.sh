@@ -49,6 +49,11 @@ for i, (img, size) in enumerate(zip(imgs, [(1400, 500), (1400, 1000), (1400, 100
 for stem in ("uniform", "dynamic"):
     assert stem in page, "two.html does not name %s" % stem
 assert "none" in page, "two.html: no 'none' for the missing validation accuracy"
+# The highest resident memory of any rank (host_peak_mib), and "n/a" for the GPU: these ranks have none...
+peak = max(max(json.loads(l)["host_peak_mib"]) for l in open(os.path.join(tmp, "dynamic.jsonl")))
+assert "%.0f MiB (rank " % peak in page, "two.html: the peak resident memory %.0f MiB is not in the table" % peak
+# ...and where device_peak_mib is 0 on every rank, 0 MiB is what the table says.
+assert "0 MiB (rank 0)" in page, "two.html: no GPU memory figure"
 val = open(os.path.join(tmp, "val.html"), encoding="utf-8").read()
 assert "60.00%" in val, "val.html: the last epoch's validation accuracy (60.00%) is not in the summary"
 # The dynamic run's split moved (the report marks it); the uniform one never did.
