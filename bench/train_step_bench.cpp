@@ -236,6 +236,7 @@ int run_cpu(const Options& o) {
     sgd.step(model->params(), 0.01f);
   };
   const auto [done, seconds] = time_steps(o, step, [] {});
+  const float timed_loss = loss;  // the objective after the timed steps, as the CUDA line reports it
   // One more step with the op profile on: the FLOPs of a step, counted from the shapes the convolutions and
   // dense layers see (hetrain/op_profile.hpp), and where its time goes.
   hetrain::ops::op_profile_reset();
@@ -251,7 +252,7 @@ int run_cpu(const Options& o) {
   std::printf("impl=hetrain model=%s size=%d batch=%d threads=%d steps=%d params=%lld seconds=%.4f "
               "samples_per_s=%.3f peak_mb=%.1f loss=%.4f conv=%s gflop_per_step=%.4f gflops=%.2f%s\n",
               model_label(o.model).c_str(), o.size, N, o.threads, done, (long long)model->param_count(), seconds,
-              double(N) * done / seconds, peak_rss_mib(), loss, hetrain::ops::cpu::cpu_conv_backend_name(), flops * 1e-9,
+              double(N) * done / seconds, peak_rss_mib(), timed_loss, hetrain::ops::cpu::cpu_conv_backend_name(), flops * 1e-9,
               flops * 1e-9 * done / seconds, extra.c_str());
   if (o.profile) {
     // what=… (spaces as '_') calls= ms= share= gflops=, then the step's remainder.

@@ -75,7 +75,7 @@ grep -E '^RESULT' "$HETRAIN_GPU_RESULTS" | grep -v '^RESULT parity ' | sed 's/^/
 # it fails the check. From a bundle (no test/e2e) it is reported as not run, and the check fails.
 report() { echo "$1" | tee -a "$summary" "$HETRAIN_GPU_RESULTS"; }
 if [ "$root" != "$here" ] && [ -x "$root/build/bin/hetrain" ] && command -v mpirun >/dev/null 2>&1; then
-  timeout "${GPU_CHECK_TRAIN_TIMEOUT_S:-180}" bash "$root/test/e2e/train_gpu.sh" >"$out/train_gpu.log" 2>&1
+  timeout -k 10 "${GPU_CHECK_TRAIN_TIMEOUT_S:-180}" bash "$root/test/e2e/train_gpu.sh" >"$out/train_gpu.log" 2>&1
   e2e=$?
   case $e2e in
     0) report "training on the GPU (test/e2e/train_gpu.sh): passed; $(grep -m1 'validation accuracy' "$out/train_gpu.log")" ;;

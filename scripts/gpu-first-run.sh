@@ -54,6 +54,8 @@ export HETRAIN_GPU_RESULTS=$out/results.txt
 export HETRAIN_REQUIRE_GPU=${HETRAIN_REQUIRE_GPU:-1}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader} OMPI_MCA_btl_base_warn_component_unused=0
+# Open MPI binds each of 2 ranks to one core by default: the CPU rank's --threads would share that core.
+export OMPI_MCA_hwloc_base_binding_policy=${OMPI_MCA_hwloc_base_binding_policy:-none}
 HETRAIN=$bin/hetrain
 models=$root/models
 [ -n "$in_bundle" ] && models=$here/models
@@ -83,7 +85,7 @@ say "budget: ${budget} s; layout: $([ -n "$in_bundle" ] && echo "bundle $here" |
 # Is there a GPU? (hetrain devices: exit 0 with one, 3 without; else nvidia-smi -L.)
 gpu_why=""
 if [ -x "$HETRAIN" ] && [ -z "$(missing_libs "$HETRAIN")" ]; then
-  d=$("$HETRAIN" devices 2>&1); [ $? -eq 0 ] || gpu_why=${d:-hetrain devices failed}
+  d=$(timeout -k 5 30 "$HETRAIN" devices 2>&1); [ $? -eq 0 ] || gpu_why=${d:-hetrain devices failed}
 elif ! nvidia-smi -L >/dev/null 2>&1; then
   gpu_why="nvidia-smi -L found no GPU"
 fi
@@ -114,7 +116,7 @@ within() { awk -v r="$1" -v t="$2" 'BEGIN { exit !(r != "nan" && r + 0 <= t + 0)
 
 # ---------------------------------------------------------------- versions
 if share versions 20 && need_bin versions "$bin/test_gpu"; then
-  timeout "$lim" "$bin/test_gpu" --gtest_filter='GpuVersions.*' >"$out/versions.log" 2>&1
+  timeout -k 10 "$lim" "$bin/test_gpu" --gtest_filter='GpuVersions.*' >"$out/versions.log" 2>&1
   rc=$?
   grep -E '^RESULT (versions|loaded) ' "$out/versions.log" | sed 's/^RESULT /  /' | tee -a "$summary" >/dev/null
   driver=$(sed -n 's/^RESULT versions driver=\([0-9]*\).*/\1/p' "$out/versions.log")
@@ -166,7 +168,7 @@ if share resnet20 50 && need_bin resnet20 "$HETRAIN" && ! no_gpu resnet20; then
     local tag=$1 left=$((lim - (SECONDS - t0))) rc; shift
     loss=""
     [ "$left" -lt 5 ] && { bad+=" $tag: not run (time limit);"; return; }
-    timeout "$left" "$HETRAIN" "${R20[@]}" "$@" >"$out/resnet20-$tag.log" 2>&1; rc=$?
+    timeout -k 10 "$left" "$HETRAIN" "${R20[@]}" "$@" >"$out/resnet20-$tag.log" 2>&1; rc=$?
     if timed_out $rc; then bad+=" $tag: timed out;"; return; fi
     [ $rc -eq 0 ] || { bad+=" $tag: exit $rc ($(grep -m1 'error' "$out/resnet20-$tag.log" | cut -c1-120));"; return; }
     loss=$(final_loss "$out/resnet20-$tag.log")
@@ -197,7 +199,7 @@ if share mixed 80 && need_bin mixed "$HETRAIN" && need_mpirun mixed && ! no_gpu 
     left=$((lim - (SECONDS - t0)))
     [ "$left" -lt 5 ] && { bad+=" bucket-mb $mb: not run (time limit);"; continue; }
     log=$out/mixed-bucket-$mb.log
-    timeout "$left" mpirun -n 1 "$HETRAIN" "${MIX[@]}" --device cpu --threads "$threads" --bucket-mb $mb \
+    timeout -k 10 "$left" mpirun -n 1 "$HETRAIN" "${MIX[@]}" --device cpu --threads "$threads" --bucket-mb $mb \
       --dump-params "$out/mixed-$mb-%r.bin" : -n 1 "$HETRAIN" "${MIX[@]}" --device cuda --bucket-mb $mb \
       --dump-params "$out/mixed-$mb-%r.bin" >"$log" 2>&1
     rc=$?
@@ -220,7 +222,7 @@ if share mixed 80 && need_bin mixed "$HETRAIN" && need_mpirun mixed && ! no_gpu 
     esac
     log=$out/mixed-$run.log
     rm -f "$out/mixed-$run"-[01].txt
-    timeout "$left" mpirun -n 1 "$HETRAIN" "${ELASTIC[@]}" "${extra[@]}" --device cpu --threads "$threads" \
+    timeout -k 10 "$left" mpirun -n 1 "$HETRAIN" "${ELASTIC[@]}" "${extra[@]}" --device cpu --threads "$threads" \
       --dump-samples "$out/mixed-$run-%r.txt" : -n 1 "$HETRAIN" "${ELASTIC[@]}" "${extra[@]}" --device cuda \
       --dump-samples "$out/mixed-$run-%r.txt" >"$log" 2>&1
     rc=$?
@@ -248,7 +250,7 @@ if share rebalance-memory 40 && need_bin rebalance-memory "$HETRAIN" && need_mpi
     : >"$samples"
     ( while :; do echo "$(date +%s.%N) $(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2>/dev/null | head -1)"; sleep 0.2; done ) >>"$samples" &
     sampler=$!
-    timeout "$lim" mpirun -n 1 "$HETRAIN" "${REB[@]}" --device cpu --threads "$threads" \
+    timeout -k 10 "$lim" mpirun -n 1 "$HETRAIN" "${REB[@]}" --device cpu --threads "$threads" \
       --metrics "$out/rebalance-memory.jsonl" : -n 1 "$HETRAIN" "${REB[@]}" --device cuda \
       --metrics "$out/rebalance-memory.jsonl" 2>&1 | while IFS= read -r l; do echo "$(date +%s.%N) $l"; done \
       >"$out/rebalance-memory.log"
@@ -311,7 +313,7 @@ if share yolov5n 40 && need_bin yolov5n "$bin/bench_train_step" && ! no_gpu yolo
       local tag=$1 left=$((lim - (SECONDS - t0))) rc; shift
       y_line=""
       [ "$left" -lt 5 ] && { bad+=" $tag: not run (time limit);"; return; }
-      timeout "$left" "$bin/bench_train_step" "${Y[@]}" "$@" >"$out/yolov5n-$tag.log" 2>&1; rc=$?
+      timeout -k 10 "$left" "$bin/bench_train_step" "${Y[@]}" "$@" >"$out/yolov5n-$tag.log" 2>&1; rc=$?
       if timed_out $rc; then bad+=" $tag: timed out;"
       elif [ $rc -ne 0 ]; then bad+=" $tag: exit $rc ($(tail -1 "$out/yolov5n-$tag.log" | cut -c1-120));"
       else y_line=$(grep -m1 '^impl=' "$out/yolov5n-$tag.log"); fi
@@ -337,7 +339,7 @@ if share memcheck 60 && need_bin memcheck "$bin/test_gpu"; then
   if [ -z "$sanitizer" ]; then
     done_part memcheck "NOT RUN (compute-sanitizer not found: not on PATH, in \$CUDA_HOME/bin or /usr/local/cuda/bin)"
   elif ! no_gpu memcheck; then
-    timeout "$lim" "$sanitizer" --tool memcheck --error-exitcode 99 --print-limit 20 "$bin/test_gpu" \
+    timeout -k 10 "$lim" "$sanitizer" --tool memcheck --error-exitcode 99 --print-limit 20 "$bin/test_gpu" \
       --gtest_filter="$KERNEL_TESTS" >"$out/memcheck.log" 2>&1
     rc=$?
     say "  $("$sanitizer" --version 2>/dev/null | tail -1); $(grep -m1 'ERROR SUMMARY' "$out/memcheck.log" | sed 's/^========= //')"

@@ -50,7 +50,7 @@ gpu_find_torch_python() {
   for cand in ${HETRAIN_PYTHON:-} python3 python /usr/bin/python3; do
     command -v "$cand" >/dev/null 2>&1 || continue
     # exit 0: torch sees a GPU; 5: torch without a GPU; anything else: no usable torch
-    py timeout "${GPU_TORCH_PROBE_TIMEOUT_S:-120}" "$cand" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 5)' >/dev/null 2>&1
+    py timeout -k 5 "${GPU_TORCH_PROBE_TIMEOUT_S:-120}" "$cand" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 5)' >/dev/null 2>&1
     case $? in
       0) torch_py=$cand; break ;;
       5) [ -n "$torch_py" ] || torch_py=$cand ;;
@@ -128,7 +128,7 @@ gpu_header() {
 gpu_run_tests() {
   local out=$1 limit=$2 p f s nogpu
   shift 2
-  timeout "$limit" "$bin/test_gpu" --gtest_output="xml:$out/test_gpu.xml" "$@" >"$out/test_gpu.log" 2>&1
+  timeout -k 10 "$limit" "$bin/test_gpu" --gtest_output="xml:$out/test_gpu.xml" "$@" >"$out/test_gpu.log" 2>&1
   gt_rc=$? gt_why=""
   p=$(grep -E '^\[  PASSED  \] [0-9]+' "$out/test_gpu.log" | grep -oE '[0-9]+' | head -1)
   f=$(grep -E '^\[  FAILED  \] [0-9]+ test' "$out/test_gpu.log" | grep -oE '[0-9]+' | head -1)
@@ -157,7 +157,7 @@ run_step() {
   if [ "$cap" -lt 20 ]; then m_why="the time budget (${budget} s) is spent"; return; fi
   local t0=$SECONDS o rc
   echo "### $name: $*  (timeout ${cap} s)" >>"$step_log"
-  o=$(timeout "$cap" "$@" 2>&1); rc=$?
+  o=$(timeout -k 10 "$cap" "$@" 2>&1); rc=$?
   printf '%s\n### exit %s after %s s\n\n' "$o" "$rc" "$((SECONDS - t0))" >>"$step_log"
   m_line=$(grep -m1 '^impl=' <<<"$o")
   if [ $rc -eq 0 ] && [ -n "$m_line" ]; then return; fi

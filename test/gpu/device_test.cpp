@@ -146,10 +146,13 @@ TEST(CudaMemory, WaitHookRunsWhileTheStreamWorks) {
   cuda::DeviceBuffer<float> d(static_cast<size_t>(n));
   d.upload(std::vector<float>(size_t(n), 1.0f));
   CudaStream s = cuda::stream_create();
-  // 400 passes over 16 MB, ending where they began: milliseconds of work, so the first poll finds it running.
+  // 400 passes over 16 MB, each doubling undone by the next halving (exact in float): milliseconds of
+  // work, so the first poll finds it running.
   auto slow_work = [&] {
-    for (int k = 0; k < 200; ++k) cuda::accumulate(d.data(), d.data(), n, s);
-    for (int k = 0; k < 200; ++k) cuda::scale(d.data(), 0.5f, n, s);
+    for (int k = 0; k < 200; ++k) {
+      cuda::accumulate(d.data(), d.data(), n, s);
+      cuda::scale(d.data(), 0.5f, n, s);
+    }
   };
   int calls = 0, returned = 0;
   cuda::set_wait_hook([&] {
