@@ -343,7 +343,12 @@ if share memcheck 60 && need_bin memcheck "$bin/test_gpu"; then
       --gtest_filter="$KERNEL_TESTS" >"$out/memcheck.log" 2>&1
     rc=$?
     say "  $("$sanitizer" --version 2>/dev/null | tail -1); $(grep -m1 'ERROR SUMMARY' "$out/memcheck.log" | sed 's/^========= //')"
-    if timed_out $rc; then done_part memcheck "FAILED (timed out after $lim s)"
+    # What finished before a timeout still counts for something: the tests that passed under memcheck, and
+    # whether it had reported any error by then.
+    ran=$(grep -c '^\[       OK \]' "$out/memcheck.log")
+    found=$(grep -c '^========= \(Invalid\|Program hit\|Uninitialized\|Race\)' "$out/memcheck.log")
+    if timed_out $rc; then
+      done_part memcheck "FAILED (timed out after $lim s, with $ran test(s) passed under memcheck and $found error report(s) by then)"
     elif [ $rc -eq 99 ]; then done_part memcheck "FAILED ($(grep -m1 'ERROR SUMMARY' "$out/memcheck.log" | sed 's/^========= //'))"
     elif [ $rc -ne 0 ]; then done_part memcheck "FAILED (exit $rc: a test failed under memcheck)"
     else done_part memcheck passed; fi
