@@ -9,6 +9,7 @@
 #   make gpu-first-run  the first run on a GPU machine, within 9 minutes: versions, GPU tests with parity figures,
 #                   training at each precision against the CPU, mixed CPU+GPU job, memcheck; build/gpu-first-run (OUT=dir)
 #   make gpu-bundle test_gpu + bench_train_step + the shared libraries they need, for a bare GPU machine (DEST=dir)
+#   make gpu-bundle-archive  the same, also as one DEST.tar.xz to copy there
 #   make install    copy the built binaries, job scripts, Python tools, model files, docs and an Lmod module file to PREFIX
 #                   (run make first; docs/install.md says what goes where)
 #
@@ -256,7 +257,7 @@ $(BIN)/bench_%: $(OBJ)/bench/%_bench.o $(ALL_LIBS) $(CONFIG_STAMP)
 	@$(MPICXX) -o $@ $< $(call link_libs,$(ALL_LIBS)) $(LDLIBS)
 
 # ---------------------------------------------------------------- top-level targets
-.PHONY: all check-deps deps test demo bench clean help gpu-check gpu-first-run gpu-bundle install
+.PHONY: all check-deps deps test demo bench clean help gpu-check gpu-first-run gpu-bundle gpu-bundle-archive install
 
 all: check-deps $(BIN)/hetrain $(BIN)/hetrain-pack $(TEST_BINS) $(if $(GPU_TEST_OBJS),$(BIN)/test_gpu)
 
@@ -291,6 +292,11 @@ gpu-first-run: $(BIN)/test_gpu $(BIN)/bench_train_step $(BIN)/hetrain
 gpu-bundle:
 	@$(MAKE) --no-print-directory CUDA=1 $(BIN)/test_gpu $(BIN)/bench_train_step $(BIN)/hetrain
 	@scripts/gpu-bundle.sh $(or $(DEST),build/gpu-bundle)
+
+# The same folder as one DEST.tar.xz, to copy to a GPU machine.
+gpu-bundle-archive:
+	@$(MAKE) --no-print-directory CUDA=1 $(BIN)/test_gpu $(BIN)/bench_train_step $(BIN)/hetrain
+	@scripts/gpu-bundle.sh --archive $(or $(DEST),build/gpu-bundle)
 
 bench: check-deps
 	@scripts/install-deps.sh --with-python

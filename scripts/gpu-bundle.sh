@@ -2,7 +2,10 @@
 # Packs the GPU test binary, the training-step benchmark and the shared libraries they need into one folder
 # that runs on a bare Linux machine with an NVIDIA GPU (no MPI, HDF5, Boost or package registry there).
 #
-#   scripts/gpu-bundle.sh [DEST]        (default build/gpu-bundle)
+#   scripts/gpu-bundle.sh [--archive] [DEST]   (default build/gpu-bundle)
+#
+# --archive also writes DEST.tar.xz (about a fifth of the folder's size), one file to copy to the GPU
+# machine: there `tar -xJf gpu-bundle.tar.xz && gpu-bundle/gpu-first-run.sh OUTDIR`.
 #
 # DEST/bin/test_gpu          the binary (build it first: make CUDA=1 build/bin/test_gpu)
 # DEST/lib/                  every library ldd lists except the C library basics, the compiler's C++ runtime
@@ -23,6 +26,8 @@
 #                            components and help texts, which gpu-lib.sh points them at too
 set -euo pipefail
 cd "$(dirname "$0")/.."
+archive=""
+[ "${1:-}" = --archive ] && { archive=1; shift; }
 dest=${1:-build/gpu-bundle}
 bins=(build/bin/test_gpu)
 [ -x build/bin/test_gpu ] || { echo "gpu-bundle: build/bin/test_gpu is missing: run make CUDA=1 build/bin/test_gpu" >&2; exit 1; }
@@ -121,3 +126,10 @@ chmod +x "$dest/gpu-check.sh" "$dest/gpu-first-run.sh" "$dest/pytorch_train_step
   echo "run: ./gpu-first-run.sh OUTDIR  (the first run, 9 minutes), ./gpu-check.sh OUTDIR"
 } >"$dest/BUNDLE.txt"
 echo "gpu-bundle: $dest ($(ls "$dest/lib" | wc -l) libraries, $(du -sh "$dest" | cut -f1))"
+if [ -n "$archive" ]; then
+  # Under a temporary name, renamed when whole: an archive that looks complete is complete.
+  parent=$(dirname "$dest") name=$(basename "$dest")
+  tar -C "$parent" -cf - "$name" | xz -T0 -6 >"$dest.tar.xz.tmp-$$" && mv "$dest.tar.xz.tmp-$$" "$dest.tar.xz" \
+    || { rm -f "$dest.tar.xz.tmp-$$"; echo "gpu-bundle: writing $dest.tar.xz failed" >&2; exit 1; }
+  echo "gpu-bundle: $dest.tar.xz ($(du -h "$dest.tar.xz" | cut -f1)); on the GPU machine: tar -xJf $name.tar.xz && $name/gpu-first-run.sh OUTDIR"
+fi

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The GPU bundle (scripts/gpu-bundle.sh) must run on a machine without Open MPI, PMIx or HDF5: a first GPU
-# session is short and has no package registry. Here those are hidden in a private mount namespace (an empty
-# folder mounted over each of their folders, an empty file over a library among the system's), and the bundle's own mpirun must start 2 ranks of its hetrain
-# on the CPU, with no help text missing, and must explain a failed launch in Open MPI's own words (its help
-# texts travel too). The CUDA libraries are not the bundle's (they come from the GPU machine) and stay
+# The GPU bundle (scripts/gpu-bundle.sh --archive, unpacked in another folder) must run on a machine without
+# Open MPI, PMIx or HDF5: a first GPU session is short and has no package registry. Here those are hidden in
+# a private mount namespace (an empty folder mounted over each of their folders, an empty file over a
+# library among the system's), and the bundle's own mpirun must start 2 ranks of its hetrain on the CPU,
+# with no help text missing, and must explain a failed launch in Open MPI's own words (its help texts
+# travel too). The CUDA libraries are not the bundle's (they come from the GPU machine) and stay
 # visible. Skipped without root (a mount namespace), without a CUDA build or without Open MPI.
 source "$(dirname "$0")/lib.sh"
 [ -x "$HETRAIN" ] || fail "$HETRAIN is missing: run make"
@@ -12,7 +13,17 @@ source "$(dirname "$0")/lib.sh"
 command -v ompi_info >/dev/null || skip "no Open MPI here (ompi_info): the bundle would carry no mpirun"
 unshare -m true 2>/dev/null || skip "no private mount namespace here (unshare -m needs root)"
 
-scripts/gpu-bundle.sh "$TMP/bundle" >"$TMP/bundle.log" 2>&1 || { cat "$TMP/bundle.log"; fail "gpu-bundle.sh failed"; }
+# Made as an archive and unpacked elsewhere, as it travels to a GPU machine: nothing may depend on where it
+# was made.
+scripts/gpu-bundle.sh --archive "$TMP/made/gpu-bundle" >"$TMP/bundle.log" 2>&1 \
+  || { cat "$TMP/bundle.log"; fail "gpu-bundle.sh --archive failed"; }
+[ -f "$TMP/made/gpu-bundle.tar.xz" ] || fail "no gpu-bundle.tar.xz"
+ls "$TMP/made"/*.tmp-* >/dev/null 2>&1 && fail "a temporary archive was left beside it"
+mkdir "$TMP/unpacked"
+tar -C "$TMP/unpacked" -xJf "$TMP/made/gpu-bundle.tar.xz" || fail "the archive does not unpack"
+archive_size=$(du -h "$TMP/made/gpu-bundle.tar.xz" | cut -f1)
+rm -rf "$TMP/made"
+mv "$TMP/unpacked/gpu-bundle" "$TMP/bundle"
 [ -x "$TMP/bundle/bin/mpirun" ] || fail "the bundle carries no mpirun although Open MPI is here"
 
 # What to hide: Open MPI's libraries, components, help texts and settings; PMIx's prefix; HDF5's library.
@@ -63,5 +74,5 @@ fi
 section "bad launch" | grep -q "unable to launch the specified application" ||
   { cat "$log"; fail "a failed launch was not explained in Open MPI's words"; }
 grep -q "^### bad launch exit 0$" "$log" && { cat "$log"; fail "a launch of a missing program exited 0"; }
-echo "hidden: ${hide[*]}; bundle $(du -sh "$TMP/bundle" | cut -f1)"
+echo "hidden: ${hide[*]}; bundle $(du -sh "$TMP/bundle" | cut -f1), archive $archive_size"
 pass "the bundle's mpirun trains 2 CPU ranks and explains a failed launch without the host's Open MPI, PMIx or HDF5"
