@@ -252,8 +252,8 @@ int run_cpu(const Options& o) {
   std::printf("impl=hetrain model=%s size=%d batch=%d threads=%d steps=%d params=%lld seconds=%.4f "
               "samples_per_s=%.3f peak_mb=%.1f loss=%.4f conv=%s gflop_per_step=%.4f gflops=%.2f%s\n",
               model_label(o.model).c_str(), o.size, N, o.threads, done, (long long)model->param_count(), seconds,
-              double(N) * done / seconds, peak_rss_mib(), timed_loss, hetrain::ops::cpu::cpu_conv_backend_name(), flops * 1e-9,
-              flops * 1e-9 * done / seconds, extra.c_str());
+              double(N) * done / seconds, peak_rss_mib(), timed_loss, hetrain::ops::cpu::cpu_conv_backend_name(),
+              flops * 1e-9, flops * 1e-9 * done / seconds, extra.c_str());
   if (o.profile) {
     // what=… (spaces as '_') calls= ms= share= gflops=, then the step's remainder.
     for (const auto& r : rows) {

@@ -44,7 +44,9 @@ ResidentMemory resident_memory() {
   ResidentMemory r;
   std::ifstream in("/proc/self/status");  // one read for both lines
   for (std::string line; std::getline(in, line);) {
-    uint64_t* field = line.compare(0, 6, "VmRSS:") == 0 ? &r.now_bytes : line.compare(0, 6, "VmHWM:") == 0 ? &r.peak_bytes : nullptr;
+    uint64_t* field = line.compare(0, 6, "VmRSS:") == 0   ? &r.now_bytes
+                      : line.compare(0, 6, "VmHWM:") == 0 ? &r.peak_bytes
+                                                          : nullptr;
     if (!field) continue;
     try {
       *field = std::stoull(line.substr(6)) * 1024;

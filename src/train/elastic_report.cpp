@@ -127,8 +127,8 @@ ElasticRecord ElasticReport::window_record(int64_t position, double seconds,
     k.idle = 1e-6 * double(now_r.idle_us - then.idle_us);
     k.skipped = double(now_r.skipped - then.skipped);
     constexpr double kMiB = 1024.0 * 1024.0;  // levels, not counts (SampleCounter::RankStats)
-    k.memory = {double(now_r.host_bytes) / kMiB, double(now_r.host_peak_bytes) / kMiB, double(now_r.device_bytes) / kMiB,
-                double(now_r.device_peak_bytes) / kMiB};
+    k.memory = {double(now_r.host_bytes) / kMiB, double(now_r.host_peak_bytes) / kMiB,
+                double(now_r.device_bytes) / kMiB, double(now_r.device_peak_bytes) / kMiB};
     group_samples[size_t(leaders[size_t(r)])] += k.samples;
     pushes += k.pushes, staleness += k.staleness;
   }
