@@ -313,8 +313,9 @@ po::options_description output_options(TrainConfig& c, RawTrainOptions& raw) {
   po::options_description out("Output");
   out.add_options()
       ("log-every", po::value(&c.log_every)->default_value(10), "progress line every N steps")
-      ("metrics", po::value(&c.metrics_path), "per-step JSON lines (each rank's b, compute, wait, comm, idle and exposed-comm seconds; async/hybrid: "
-       "every --log-every local steps of rank 0, each rank's and group's samples/s and staleness)")
+      ("metrics", po::value(&c.metrics_path), "per-step JSON lines (each rank's b, compute, wait, comm, idle and exposed-comm seconds, "
+       "resident and GPU memory; async/hybrid: every --log-every local steps of rank 0, each rank's and group's samples/s "
+       "and staleness; docs/report.md)")
       ("debug-consistency", po::bool_switch(&c.debug_consistency), "check parameters are identical on all ranks every step")
       ("dump-params", po::value(&c.dump_params), "write final parameters as raw float32 (%r = rank)")
       ("dump-samples", po::value(&c.dump_samples), "write 'epoch index' of every sample trained on (%r = rank)")

@@ -176,6 +176,10 @@ void ElasticReport::summary(const TrainResult& result, bool stopped, bool nothin
   // Each reduction (a hybrid group, an async rank) keeps its own scale: the skips are counted per leader.
   double skipped = group_.leads() ? double(s_.loss_scaler.skipped()) : 0.0;
   HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &skipped, 1, MPI_DOUBLE, MPI_SUM, world_.comm()));
+  const MemoryFigures mine = memory_figures();
+  std::vector<MemoryFigures> memory(size_t(world_.rank() == 0 ? world_.size() : 0));
+  constexpr int kDoubles = int(sizeof(MemoryFigures) / sizeof(double));
+  HT_MPI_CHECK(MPI_Gather(&mine, kDoubles, MPI_DOUBLE, memory.data(), kDoubles, MPI_DOUBLE, 0, world_.comm()));
   if (world_.rank() != 0) return;
   if (s_.loss_scaler.active() && !cfg_.quiet)
     std::printf("fp16: %lld local step(s) skipped for overflow over all %s, rank 0's loss scale %g\n",
@@ -188,6 +192,7 @@ void ElasticReport::summary(const TrainResult& result, bool stopped, bool nothin
     std::snprintf(val, sizeof val, ", val mAP@0.5 %.4f", result.val_accuracy);
   else if (result.val_accuracy >= 0)
     std::snprintf(val, sizeof val, ", val accuracy %.2f%%", 100.0 * result.val_accuracy);
+  if (!cfg_.quiet) std::printf("%s\n", memory_summary(memory).c_str());
   if (!cfg_.quiet && nothing_left)
     std::printf("done: nothing left to train, the run was already at sample %lld of %lld\n",
                 (long long)total_samples_, (long long)total_samples_);

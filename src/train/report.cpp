@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
@@ -19,6 +20,22 @@ MemoryFigures memory_figures() {
   const cuda::DeviceMemoryUse device = cuda::device_memory_use();
   return {double(host.now_bytes) / kMiB, double(host.peak_bytes) / kMiB, double(device.in_use_bytes) / kMiB,
           double(device.peak_bytes) / kMiB};
+}
+
+std::string memory_summary(const std::vector<MemoryFigures>& per_rank) {
+  if (per_rank.empty()) return "";
+  size_t host = 0, device = 0;
+  for (size_t r = 1; r < per_rank.size(); ++r) {
+    if (per_rank[r].host_peak_mib > per_rank[host].host_peak_mib) host = r;
+    if (per_rank[r].device_peak_mib > per_rank[device].device_peak_mib) device = r;
+  }
+  constexpr double kMiB = 1024.0 * 1024.0;
+  std::string out = "memory: highest resident " + bytes_text(per_rank[host].host_peak_mib * kMiB) + " (rank " +
+                    std::to_string(host) + " of " + std::to_string(per_rank.size()) + ")";
+  if (per_rank[device].device_peak_mib > 0)
+    out += "; hetrain's own GPU memory at most " + bytes_text(per_rank[device].device_peak_mib * kMiB) + " (rank " +
+           std::to_string(device) + ")";
+  return out;
 }
 
 int64_t StepRecord::global_batch() const {

@@ -15,6 +15,9 @@ struct MemoryFigures {
   double host_mib = 0, host_peak_mib = 0, device_mib = 0, device_peak_mib = 0;
 };
 MemoryFigures memory_figures();
+// The run's memory line: "memory: highest resident 410 MiB (rank 1 of 2); hetrain's own GPU memory at most
+// 1.2 GiB (rank 3)", from each rank's peaks; the GPU part only where some rank allocated on its GPU.
+std::string memory_summary(const std::vector<MemoryFigures>& per_rank);
 
 // One step as every rank measured it, gathered on rank 0.
 struct StepTimes {

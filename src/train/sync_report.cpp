@@ -92,6 +92,12 @@ void SyncReport::step(const StepRecord& rec, TrainResult& result, bool stopping)
     wait_time_ += rec.step_seconds;
   }
   first_step_done_ = true;
+  memory_peaks_.resize(rec.ranks.size());
+  for (size_t r = 0; r < rec.ranks.size(); ++r) {
+    MemoryFigures& p = memory_peaks_[r];
+    p.host_peak_mib = std::max(p.host_peak_mib, rec.ranks[r].memory.host_peak_mib);
+    p.device_peak_mib = std::max(p.device_peak_mib, rec.ranks[r].memory.device_peak_mib);
+  }
   eff_sum_ += rec.balance_efficiency();
   time_sum_ += rec.step_seconds;
   samples_sum_ += rec.global_batch();
@@ -135,6 +141,7 @@ void SyncReport::summary(const TrainResult& result, double timed_seconds, double
   if (s_.loss_scaler.active())
     std::printf("fp16: %lld step(s) skipped for overflow, loss scale %g\n", (long long)s_.loss_scaler.skipped(),
                 s_.loss_scaler.scale());
+  if (!memory_peaks_.empty()) std::printf("%s\n", memory_summary(memory_peaks_).c_str());
   if (result.steps == s_.start_step)  // resumed at the end: no rate, no loss
     std::printf("done: nothing left to train, the run was already at step %lld of %lld\n",
                 (long long)result.steps, (long long)s_.total_steps);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "hetrain/dist.hpp"
 #include "hetrain/train.hpp"
@@ -46,6 +47,7 @@ class SyncReport {
   bool first_step_done_ = false;
   int64_t chance_steps_ = 0;  // consecutive logged steps whose loss sat at ln K
   bool chance_warned_ = false;
+  std::vector<MemoryFigures> memory_peaks_;  // rank 0: each rank's highest figures so far
 };
 
 // "45s", "12m05s", "3h07m": a remaining time.

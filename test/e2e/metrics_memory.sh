@@ -2,7 +2,8 @@
 # The metrics' memory figures (docs/report.md): one per rank, in every mode, following that rank's own
 # batch. Two ranks with a fixed split of 8 and 120 samples: the one with 120 holds activations for 15 times
 # the samples, so its resident peak must be clearly the higher (resnet20 at 32×32 keeps a few MiB per
-# sample for backward). CPU ranks allocate nothing on a device: device_mib and device_peak_mib are 0.
+# sample for backward). CPU ranks allocate nothing on a device: device_mib and device_peak_mib are 0, and the
+# run's "memory:" line has no GPU part.
 source "$(dirname "$0")/lib.sh"
 ARGS=(--model resnet20 --synthetic 1024 --synthetic-shape 3,32,32 --global-batch 128 --lr 0.05 --log-every 2
       --threads 1)
@@ -31,4 +32,10 @@ for path in sys.argv[1:]:
         assert rows[-1]["b"] == [8, 120], rows[-1]["b"]
         assert peaks[1] > peaks[0] + 40, "the rank with 120 samples should peak well above the one with 8: %s" % peaks
 PY
-pass "every mode's metrics carry each rank's resident memory and device memory, following its own batch"
+# The run's last lines say it too, naming the rank with the most (the one with 120 samples) and no GPU part.
+grep -qE '^memory: highest resident [0-9.]+ MiB \(rank 1 of 2\)$' "$TMP/sync.log" \
+  || { tail -4 "$TMP/sync.log"; fail "no memory line naming rank 1 before the sync run's done line"; }
+grep -qE '^memory: highest resident [0-9.]+ MiB \(rank [01] of 2\)$' "$TMP/async.log" \
+  || { tail -4 "$TMP/async.log"; fail "no memory line in the async run's summary"; }
+grep -h '^memory:' "$TMP/sync.log" "$TMP/async.log"
+pass "every mode's metrics and last lines carry each rank's resident memory and device memory, following its own batch"
