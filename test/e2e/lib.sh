@@ -55,3 +55,43 @@ need_python() {
     /usr/bin/python3 -c "import $m" 2>/dev/null || fail "missing Python module $m for /usr/bin/python3: run make deps"
   done
 }
+# stop_async OUT CKDIR ARGS...: a 4-rank hetrain train ARGS (an asynchronous mode) stopped by SIGUSR1 soon
+# after it started training; returns its exit status (75: stopped and checkpointed). The emulated speeds
+# (each rank sleeps 19x its compute) keep even a fast machine inside the run when the signal comes. Tried
+# again, a little later each time, when the run ended first (the stop was not tested) or when its only
+# checkpoint is at sample 0 (no push had settled yet, as when a loaded machine starts the ranks slowly); the
+# last try accepts that and sets STOPPED_AT_ZERO=1. Removes CKDIR and $TMP/cov-* before each try.
+stop_async() {
+  local out=$1 ckdir=$2; shift 2
+  local try rc launcher delays=(0.5 0.8 1.1 1.4)
+  STOPPED_AT_ZERO=""
+  for try in 1 2 3 4; do
+    rm -rf "$ckdir" "$TMP"/cov-*
+    timeout 180 mpirun -n 4 "$HETRAIN" train "$@" --checkpoint-dir "$ckdir" --emulate-speed 0.05,0.05,0.05,0.05 \
+      >"$out" 2>&1 &
+    launcher=$!
+    for _ in $(seq 300); do grep -q "^elastic averaging" "$out" 2>/dev/null && break; sleep 0.1; done
+    sleep "${delays[try - 1]}"
+    pkill -USR1 -P $launcher -x mpirun  # this run's launcher only, not every mpirun on the machine
+    wait $launcher; rc=$?
+    if [ $rc -eq 0 ] && grep -q '^done:' "$out"; then
+      echo "note: the run ended before the stop signal came (try $try); trying again"
+    elif [ $rc -eq 75 ] && ! ls "$ckdir"/checkpoint-*.h5 2>/dev/null | grep -qv 'checkpoint-00000000\.h5$'; then
+      STOPPED_AT_ZERO=1
+      [ $try -eq 4 ] && return 75
+      echo "note: the stop came before any push had settled (a checkpoint at sample 0, try $try); trying again"
+    else
+      return $rc
+    fi
+  done
+  return $rc
+}
+# resumed_from_stop OUT TOTAL: the resumed run (output OUT) continued from the stop's checkpoint.
+resumed_from_stop() {
+  if [ -n "${STOPPED_AT_ZERO:-}" ]; then
+    echo "note: every stop came before a push had settled; the resume starts from the checkpoint at sample 0"
+    grep -q "^resume: .*checkpoint-00000000.h5 (step 0" "$1"
+  else
+    grep -q "^resuming at sample [0-9]* of $2\$" "$1"
+  fi
+}

@@ -58,31 +58,13 @@ grep -q "failure injected by --debug-fail-at" "$TMP/fail.out" || { cat "$TMP/fai
 # stopped inside a step of the global batch (claims of 20 samples, a global batch of 128).
 A=(--model lenet --synthetic 4096 --synthetic-shape 1,28,28 --global-batch 128 --epochs 3 --lr 0.05 --mode async
    --log-every 1000)
-# stop_async OUT CKDIR ARGS...: a 4-rank async run stopped by SIGUSR1 half a second after it started training.
-# The emulated speeds (each rank sleeps 19x its compute) keep even a fast machine inside the run when the
-# signal comes; a run that still ends first (exit 0) did not test the stop and is tried again.
-stop_async() {
-  local out=$1 ckdir=$2; shift 2
-  local try rc
-  for try in 1 2 3; do
-    rm -rf "$ckdir" "$TMP"/cov-*
-    timeout 180 mpirun -n 4 "$HETRAIN" train "$@" --checkpoint-dir "$ckdir" --emulate-speed 0.05,0.05,0.05,0.05 >"$out" 2>&1 &
-    local launcher=$!
-    for _ in $(seq 300); do grep -q "^elastic averaging" "$out" 2>/dev/null && break; sleep 0.1; done
-    sleep 0.5
-    pkill -USR1 -P $launcher -x mpirun  # this run's launcher only, not every mpirun on the machine
-    wait $launcher; rc=$?
-    [ $rc -eq 0 ] && grep -q '^done:' "$out" || return $rc
-    echo "note: the run ended before the stop signal came (try $try); trying again"
-  done
-  return $rc
-}
+# A 4-rank async run stopped by SIGUSR1 soon after it started training (lib.sh, stop_async).
 stop_async "$TMP/stop.out" "$TMP/ck" "${A[@]}"; rc=$?
 [ $rc -eq 75 ] || { cat "$TMP/stop.out"; fail "async run stopped by SIGUSR1: exit $rc, expected 75"; }
 grep -q "^stopped after [0-9]* of 12288 samples (stop signal)" "$TMP/stop.out" || { cat "$TMP/stop.out"; fail "no 'stopped after' line"; }
 ls "$TMP"/ck/checkpoint-*.h5 >/dev/null 2>&1 || fail "no checkpoint after the stop"
 run_mpi 2 "${A[@]}" --checkpoint-dir "$TMP/ck" --resume auto >"$TMP/resume.out" 2>&1 || { cat "$TMP/resume.out"; fail "async resume failed"; }
-grep -q "^resuming at sample [0-9]* of 12288" "$TMP/resume.out" || { cat "$TMP/resume.out"; fail "the resumed run did not continue"; }
+resumed_from_stop "$TMP/resume.out" 12288 || { cat "$TMP/resume.out"; fail "the resumed run did not continue"; }
 grep -q "^done: 96 step(s) of 128 samples" "$TMP/resume.out" || { cat "$TMP/resume.out"; fail "the resumed run did not finish all 12288 samples"; }
 
 S=(--model lenet --synthetic 4096 --synthetic-shape 1,28,28 --global-batch 128 --epochs 2 --lr 0.05 --log-every 1000)

@@ -49,25 +49,12 @@ done
 # 2. Stop, checkpoint, resume on another world size.
 A=(--model lenet --synthetic 2048 --synthetic-shape 1,28,28 --global-batch 128 --epochs 2 --lr 0.05 --mode async
    --reduce-precision bf16 --log-every 1000)
-stopped=""
-for try in 1 2 3; do
-  rm -rf "$TMP/ck" "$TMP"/cov-*
-  timeout 180 mpirun -n 4 "$HETRAIN" train "${A[@]}" --checkpoint-dir "$TMP/ck" --emulate-speed 0.05,0.05,0.05,0.05 \
-    --dump-samples "$TMP/cov-a-%r" >"$TMP/stop.out" 2>&1 &
-  launcher=$!
-  for _ in $(seq 300); do grep -q "^elastic averaging" "$TMP/stop.out" 2>/dev/null && break; sleep 0.1; done
-  sleep 0.5
-  pkill -USR1 -P $launcher -x mpirun
-  wait $launcher; rc=$?
-  [ $rc -eq 75 ] && { stopped=1; break; }
-  [ $rc -eq 0 ] || { cat "$TMP/stop.out"; fail "async bf16 run stopped by SIGUSR1: exit $rc, expected 75"; }
-  echo "note: the run ended before the stop signal came (try $try); trying again"
-done
-[ -n "$stopped" ] || fail "three runs ended before the stop signal: the stop was not tested"
+stop_async "$TMP/stop.out" "$TMP/ck" "${A[@]}" --dump-samples "$TMP/cov-a-%r"; rc=$?
+[ $rc -eq 75 ] || { cat "$TMP/stop.out"; fail "async bf16 run stopped by SIGUSR1: exit $rc, expected 75"; }
 ls "$TMP"/ck/checkpoint-*.h5 >/dev/null 2>&1 || fail "no checkpoint after the stop"
 run_mpi 2 "${A[@]}" --checkpoint-dir "$TMP/ck" --resume auto --dump-samples "$TMP/cov-b-%r" >"$TMP/resume.out" 2>&1 \
   || { cat "$TMP/resume.out"; fail "async bf16 resume failed"; }
-grep -q "^resuming at sample [0-9]* of 4096" "$TMP/resume.out" || { cat "$TMP/resume.out"; fail "the resumed run did not continue"; }
+resumed_from_stop "$TMP/resume.out" 4096 || { cat "$TMP/resume.out"; fail "the resumed run did not continue"; }
 grep -q "^done: 32 step(s) of 128 samples" "$TMP/resume.out" || { cat "$TMP/resume.out"; fail "the resumed run did not finish"; }
 echo "stop at $(sed -n 's/^stopped after \([0-9]*\) of .*/\1/p' "$TMP/stop.out"), resumed on 2 ranks:"
 # Claims trained after the checkpoint's position and before the stop are trained again on resume (the
