@@ -35,24 +35,19 @@ if [[ "$(ldd build/bin/test_gpu)" != *libcudart* ]]; then
   echo "gpu-bundle: build/bin/test_gpu is a CPU-only build (no libcudart): rebuild it with CUDA=1" >&2
   exit 1
 fi
-# The benchmark only when it is a CUDA build too (build/bin holds the configuration built last).
-b=build/bin/bench_train_step
-if [ ! -x "$b" ]; then
-  echo "gpu-bundle: note: $b is not built: the bundle's gpu-check will not measure hetrain's step" >&2
-elif [[ "$(ldd "$b")" != *libcudart* ]]; then
-  echo "gpu-bundle: note: $b is a CPU-only build (no libcudart): left out; rebuild it with CUDA=1" >&2
-else
-  bins+=("$b")
-fi
-
-h=build/bin/hetrain
-if [ ! -x "$h" ]; then
-  echo "gpu-bundle: note: $h is not built: the bundle's gpu-first-run will not train" >&2
-elif [[ "$(ldd "$h")" != *libcudart* ]]; then
-  echo "gpu-bundle: note: $h is a CPU-only build (no libcudart): left out; rebuild it with CUDA=1" >&2
-else
-  bins+=("$h")
-fi
+# add_if_cuda PROGRAM WITHOUT_IT: PROGRAM joins the bundle only when it is a CUDA build too (build/bin holds
+# the configuration built last); otherwise a note says so and what the bundle then cannot do.
+add_if_cuda() {
+  if [ ! -x "$1" ]; then
+    echo "gpu-bundle: note: $1 is not built: $2" >&2
+  elif [[ "$(ldd "$1")" != *libcudart* ]]; then
+    echo "gpu-bundle: note: $1 is a CPU-only build (no libcudart): left out; rebuild it with CUDA=1" >&2
+  else
+    bins+=("$1")
+  fi
+}
+add_if_cuda build/bin/bench_train_step "the bundle's gpu-check will not measure hetrain's step"
+add_if_cuda build/bin/hetrain "the bundle's gpu-first-run will not train"
 # Open MPI's launcher (orterun) and its components (dlopened at run time, so ldd of the programs misses them).
 # Its help texts (pkgdatadir) let it say why a launch failed instead of "Sorry! You were supposed to get help".
 mpirun_bin=$(readlink -f "$(command -v mpirun 2>/dev/null)" 2>/dev/null || true)
@@ -68,13 +63,17 @@ mkdir -p "$dest/bin" "$dest/lib"
 # for cuDNN and NCCL too, which load them as well. The GPU machine's own copies serve everyone; the check at
 # the end says which versions the bundle's files ask of them.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libresolv\.so|libutil\.so|libstdc\+\+\.so|libgcc_s\.so|libcudnn|libcublas|libnccl|libcudart|libcuda\.so|libnvrtc|libnvJitLink)'
-for b in "${bins[@]}"; do
-  cp "$b" "$dest/bin/"
+# copy_libs_of FILE: every library ldd lists for FILE, except those above, into lib/ under its soname.
+copy_libs_of() {
   # "libfoo.so.1 => /path/libfoo.so.1 (0x...)": copy the file behind any symlink, under the soname.
-  ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r soname path; do
+  ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r soname path; do
     if [[ "$soname" =~ $skip ]]; then continue; fi
     [ -e "$dest/lib/$soname" ] || cp -L "$path" "$dest/lib/$soname"
   done
+}
+for b in "${bins[@]}"; do
+  cp "$b" "$dest/bin/"
+  copy_libs_of "$b"
 done
 if [[ " ${bins[*]} " == *" build/bin/hetrain "* ]] && [ -x "$mpirun_bin" ] && [ -d "$ompi_components" ]; then
   cp "$mpirun_bin" "$dest/bin/mpirun"
@@ -91,11 +90,7 @@ if [[ " ${bins[*]} " == *" build/bin/hetrain "* ]] && [ -x "$mpirun_bin" ] && [ 
     [ -d "$pmix_prefix/share/pmix" ] && mkdir -p "$dest/share" && cp -r "$pmix_prefix/share/pmix" "$dest/share/pmix"
   fi
   for f in "$dest/bin/mpirun" "$dest"/lib/openmpi/*.so "$dest"/lib/pmix/*.so; do
-    [ -e "$f" ] || continue
-    ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r soname path; do
-      if [[ "$soname" =~ $skip ]]; then continue; fi
-      [ -e "$dest/lib/$soname" ] || cp -L "$path" "$dest/lib/$soname"
-    done
+    [ -e "$f" ] && copy_libs_of "$f"
   done
 elif [[ " ${bins[*]} " == *" build/bin/hetrain "* ]]; then
   echo "gpu-bundle: note: no Open MPI here (mpirun, ompi_info): the bundle's mixed CPU+GPU parts will not run" >&2
