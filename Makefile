@@ -249,6 +249,60 @@ $(BIN)/test_gpu: $(GPU_TEST_OBJS) $(GPU_TEST_LIBS) $(CONFIG_STAMP)
 	@echo "  LD   $@"
 	@$(CXX_PLAIN) -o $@ $(GPU_TEST_OBJS) $(call link_libs,$(GPU_TEST_LIBS)) -lgtest -lgtest_main $(BLAS_LIBS) $(if $(HAVE_DNNL),$(DNNL_LIBS)) -lyaml-cpp -fopenmp -pthread $(CUDA_LIBS)
 
+ifeq ($(CONFIG),cuda)
+# The same GPU tests with our own kernels run on the host (test/gpu/on_host, docs/testing.md): every *.cu
+# is compiled by the host compiler, its launches rewritten to on_host::launch, and linked with a CUDA
+# runtime on host memory instead of libcudart. The other objects are the CUDA configuration's own.
+ON_HOST := $(BUILD)/on-host
+ON_HOST_CU := $(wildcard kernels/*.cu src/cuda/*.cu)
+ON_HOST_CU_OBJS := $(patsubst %,$(ON_HOST)/%.o,$(basename $(ON_HOST_CU)))
+ON_HOST_CUH := $(patsubst %,$(ON_HOST)/%,$(wildcard kernels/*.cuh src/cuda/*.cuh))  # rewritten beside them
+.SECONDARY: $(ON_HOST_CUH)
+ON_HOST_OWN_OBJS := $(patsubst %,$(ON_HOST)/%.o,$(basename $(wildcard test/gpu/on_host/*.cpp test/gpu/on_host/*.cu)))
+ON_HOST_LIBS := $(call lib_of,nn) $(ON_HOST)/libht_ops.a $(ON_HOST)/libht_cuda.a $(call lib_of,core)
+ON_HOST_CXXFLAGS = $(filter-out -MMD -MP,$(CXXFLAGS)) -MMD -MP -ffp-contract=off -Itest/gpu/on_host -fsanitize=address
+# launch: name<args><<<grid, block[, shared[, stream]]>>>(  →  ::hetrain::on_host::launch("name", name, grid, ...)(
+ON_HOST_LAUNCH := s/([A-Za-z_][A-Za-z0-9_:]*(<[^<>]*>)?)<<<(.*)>>>\(/::hetrain::on_host::launch("\1", \1, \3)(/
+
+$(ON_HOST)/%.cuh: %.cuh
+	@mkdir -p $(dir $@)
+	@{ echo '#line 1 "$<"'; sed -E '$(ON_HOST_LAUNCH)' $<; } >$@
+	@if grep -n '<<<' $@; then echo "$<: a launch the rewrite above does not handle" >&2; rm -f $@; exit 1; fi
+
+$(ON_HOST)/%.o: %.cu test/gpu/on_host/cuda_on_host.hpp $(ON_HOST_CUH)
+	@mkdir -p $(dir $@)
+	@echo "  CXX  $< (on the host)"
+	@{ echo '#line 1 "$<"'; sed -E '$(ON_HOST_LAUNCH)' $<; } >$(ON_HOST)/$*.cpp
+	@if grep -n '<<<' $(ON_HOST)/$*.cpp; then echo "$<: a launch the rewrite above does not handle" >&2; exit 1; fi
+	@$(CXX_PLAIN) $(ON_HOST_CXXFLAGS) -iquote $(dir $<) -include test/gpu/on_host/cuda_on_host.hpp -c $(ON_HOST)/$*.cpp -o $@
+
+$(ON_HOST)/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	@echo "  CXX  $<"
+	@$(CXX_PLAIN) $(ON_HOST_CXXFLAGS) -c $< -o $@
+
+$(ON_HOST)/libht_ops.a: $(filter-out $(OBJ)/kernels/%,$(call objs_of,ops)) $(filter $(ON_HOST)/kernels/%,$(ON_HOST_CU_OBJS))
+$(ON_HOST)/libht_cuda.a: $(filter-out $(patsubst %,$(OBJ)/%.o,$(basename $(wildcard src/cuda/*.cu))),$(call objs_of,cuda)) \
+  $(filter $(ON_HOST)/src/%,$(ON_HOST_CU_OBJS))
+$(ON_HOST)/libht_ops.a $(ON_HOST)/libht_cuda.a:
+	@rm -f $@
+	@ar rcs $@ $^
+
+$(BIN)/test_gpu_on_host: $(GPU_TEST_OBJS) $(ON_HOST_OWN_OBJS) $(ON_HOST_LIBS) $(CONFIG_STAMP)
+	@mkdir -p $(BIN)
+	@echo "  LD   $@"
+	@$(CXX_PLAIN) -fsanitize=address -o $@ $(GPU_TEST_OBJS) $(ON_HOST_OWN_OBJS) $(call link_libs,$(ON_HOST_LIBS)) -lgtest -lgtest_main $(BLAS_LIBS) $(if $(HAVE_DNNL),$(DNNL_LIBS)) -lyaml-cpp -fopenmp -pthread $(filter-out -lcudart,$(CUDA_LIBS))
+-include $(ON_HOST_CU_OBJS:.o=.d) $(ON_HOST_OWN_OBJS:.o=.d)
+WHOLE_LIBS += $(ON_HOST)/libht_ops.a $(ON_HOST)/libht_cuda.a
+GPU_ON_HOST := $(BIN)/test_gpu_on_host
+else
+# build/bin holds one configuration: a CPU build drops the CUDA build's host-run GPU tests.
+GPU_ON_HOST := drop-gpu-on-host
+.PHONY: drop-gpu-on-host
+drop-gpu-on-host:
+	@rm -f $(BIN)/test_gpu_on_host
+endif
+
 # ---------------------------------------------------------------- benchmarks (bench/*.cpp → build/bin/bench_*)
 BENCH_BINS := $(patsubst bench/%_bench.cpp,$(BIN)/bench_%,$(wildcard bench/*_bench.cpp))
 $(BIN)/bench_%: $(OBJ)/bench/%_bench.o $(ALL_LIBS) $(CONFIG_STAMP)
@@ -259,7 +313,7 @@ $(BIN)/bench_%: $(OBJ)/bench/%_bench.o $(ALL_LIBS) $(CONFIG_STAMP)
 # ---------------------------------------------------------------- top-level targets
 .PHONY: all check-deps deps test demo bench clean help gpu-check gpu-first-run gpu-bundle gpu-bundle-archive install
 
-all: check-deps $(BIN)/hetrain $(BIN)/hetrain-pack $(TEST_BINS) $(if $(GPU_TEST_OBJS),$(BIN)/test_gpu)
+all: check-deps $(BIN)/hetrain $(BIN)/hetrain-pack $(TEST_BINS) $(if $(GPU_TEST_OBJS),$(BIN)/test_gpu) $(GPU_ON_HOST)
 
 check-deps:
 ifneq ($(REQUIRED_MISSING),)

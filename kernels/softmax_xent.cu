@@ -79,7 +79,7 @@ __global__ void top1_correct_kernel(unsigned long long* count, const float* logi
   best_i[threadIdx.x] = bi;
   __syncthreads();
   for (int half = blockDim.x / 2; half > 0; half >>= 1) {
-    if (threadIdx.x < half) {
+    if (int(threadIdx.x) < half) {
       float ov = best_v[threadIdx.x + half];
       int oi = best_i[threadIdx.x + half];
       float mv = best_v[threadIdx.x];

@@ -39,7 +39,22 @@
     }                                                                                                \
   } while (0)
 
+// A test that needs cuDNN, cuBLAS or NCCL as well. test_gpu_on_host (test/gpu/on_host: our own kernels on
+// a CUDA runtime on the host, docs/testing.md) has a device but not those libraries, so there such a test
+// is reported as skipped; test_gpu on a GPU runs it.
+#define HT_REQUIRE_GPU_LIBRARIES()                                                                   \
+  do {                                                                                               \
+    HT_REQUIRE_GPU();                                                                                \
+    if (::gpu_test::cuda_runs_on_host())                                                             \
+      GTEST_SKIP() << "needs cuDNN, cuBLAS or NCCL on a GPU: test_gpu_on_host runs only our own kernels"; \
+  } while (0)
+
+// Defined only by test/gpu/on_host/runtime.cpp, the CUDA runtime of test_gpu_on_host.
+extern "C" int hetrain_cuda_runs_on_host() __attribute__((weak));
+
 namespace gpu_test {
+
+inline bool cuda_runs_on_host() { return hetrain_cuda_runs_on_host != nullptr && hetrain_cuda_runs_on_host() != 0; }
 
 inline bool gpu_required() {
   const char* v = std::getenv("HETRAIN_REQUIRE_GPU");

@@ -68,7 +68,7 @@ std::vector<float> host_copy(const Tensor& t) {
 }  // namespace
 
 TEST(CudaYoloModel, AlignedParametersTrainLikeTheCpu) {
-  HT_REQUIRE_GPU();
+  HT_REQUIRE_GPU_LIBRARIES();
   TempYaml file(kSmallYolo);
   nn::ModelConfig mc;
   mc.name = file.path, mc.in_channels = 3, mc.height = mc.width = 64, mc.num_classes = 80;

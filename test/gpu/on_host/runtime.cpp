@@ -1,0 +1,312 @@
+// test/gpu/on_host/runtime.cpp — the CUDA runtime calls hetrain makes, on host memory, for test_gpu_on_host
+// (docs/testing.md, "GPU tests on the host"). Linked instead of libcudart; cuDNN, cuBLAS and NCCL stay the
+// real libraries, which find no GPU.
+//
+// One device of 4 GiB, compute capability 9.0. Every call completes before it returns, so streams and
+// events only need to exist. Stricter than a GPU where that catches our mistakes: new device memory is
+// filled with NaN bytes (a GPU leaves it undefined, often zero), a copy or memset must stay inside one
+// allocation and match its stated direction, freeing an unknown pointer or handle fails, and a stream
+// query after new work says "not ready" once (as a GPU busy with it would), so wait loops run.
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "runtime.hpp"
+
+namespace hetrain::on_host {
+namespace {
+constexpr size_t kDeviceBytes = size_t(4) << 30;
+constexpr int kComputeMajor = 9, kComputeMinor = 0;
+
+thread_local cudaError_t last_error = cudaSuccess;
+
+struct State {
+  std::mutex mutex;
+  std::map<uintptr_t, size_t> device, pinned;  // allocation start → bytes
+  size_t device_in_use = 0;
+  std::set<void*> streams, events;
+  std::map<void*, bool> unseen_work;  // per stream (nullptr: legacy default)
+  int current_device = 0;
+};
+State& state() {
+  static State* s = new State;  // never destroyed: static destructors may still free memory
+  return *s;
+}
+
+cudaError_t fail(cudaError_t e, const char* call, const char* why) {
+  std::fprintf(stderr, "cuda on host: %s: %s\n", call, why);
+  last_error = e;
+  return e;
+}
+
+// The allocation of `m` that holds [p, p + bytes), or m.end().
+std::map<uintptr_t, size_t>::const_iterator holding(const std::map<uintptr_t, size_t>& m, const void* p, size_t bytes) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  auto it = m.upper_bound(a);
+  if (it == m.begin()) return m.end();
+  --it;
+  return a - it->first <= it->second && bytes <= it->second - (a - it->first) ? it : m.end();
+}
+bool touches_device(const State& s, const void* p) { return holding(s.device, p, 1) != s.device.end(); }
+
+bool valid_stream(const State& s, cudaStream_t st) {
+  return st == nullptr || st == cudaStreamLegacy || st == cudaStreamPerThread || s.streams.count(st) != 0;
+}
+}  // namespace
+
+void set_last_error(cudaError_t e) { last_error = e; }
+
+void note_work(cudaStream_t stream) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.unseen_work[stream] = true;
+}
+
+}  // namespace hetrain::on_host
+
+using namespace hetrain::on_host;
+
+// test/gpu/gpu_test_util.hpp: tests that need cuDNN, cuBLAS or NCCL skip themselves where this is defined.
+extern "C" int hetrain_cuda_runs_on_host() { return 1; }
+
+// ---------------------------------------------------------------- errors and versions
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = last_error;
+  last_error = cudaSuccess;
+  return e;
+}
+cudaError_t cudaPeekAtLastError() { return last_error; }
+
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    default: return "cudaErrorUnknown";
+  }
+}
+const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    default: return "an error the host runtime does not name";
+  }
+}
+
+cudaError_t cudaRuntimeGetVersion(int* v) {
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int* v) {
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+// ---------------------------------------------------------------- devices
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* device) {
+  *device = state().current_device;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) {
+  if (device != 0) return fail(cudaErrorInvalidDevice, "cudaSetDevice", "the host runtime has device 0 only");
+  return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (device != 0) return fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties", "the host runtime has device 0 only");
+  *prop = cudaDeviceProp{};
+  std::snprintf(prop->name, sizeof prop->name, "CUDA on the host (test_gpu_on_host)");
+  for (int i = 0; i < 16; ++i) prop->uuid.bytes[i] = char(0x40 + i);
+  prop->totalGlobalMem = kDeviceBytes;
+  prop->major = kComputeMajor;
+  prop->minor = kComputeMinor;
+  prop->multiProcessorCount = 1;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  prop->sharedMemPerBlock = 48 * 1024;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+// ---------------------------------------------------------------- memory
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  *free_bytes = kDeviceBytes - s.device_in_use;
+  *total_bytes = kDeviceBytes;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  *p = nullptr;
+  if (bytes > kDeviceBytes - s.device_in_use) return fail(cudaErrorMemoryAllocation, "cudaMalloc", "out of the 4 GiB");
+  void* q = nullptr;
+  if (posix_memalign(&q, 256, bytes ? bytes : 1) != 0) return fail(cudaErrorMemoryAllocation, "cudaMalloc", "no host memory");
+  std::memset(q, 0xff, bytes);  // NaN in every float: a kernel that reads what nobody wrote shows it
+  s.device[reinterpret_cast<uintptr_t>(q)] = bytes;
+  s.device_in_use += bytes;
+  *p = q;
+  return cudaSuccess;
+}
+cudaError_t cudaFree(void* p) {
+  if (!p) return cudaSuccess;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.device.find(reinterpret_cast<uintptr_t>(p));
+  if (it == s.device.end()) return fail(cudaErrorInvalidValue, "cudaFree", "not the start of a device allocation");
+  s.device_in_use -= it->second;
+  s.device.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  *p = std::malloc(bytes ? bytes : 1);
+  if (!*p) return fail(cudaErrorMemoryAllocation, "cudaMallocHost", "no host memory");
+  s.pinned[reinterpret_cast<uintptr_t>(*p)] = bytes;
+  return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void* p) {
+  if (!p) return cudaSuccess;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.pinned.erase(reinterpret_cast<uintptr_t>(p)))
+    return fail(cudaErrorInvalidValue, "cudaFreeHost", "not a pinned allocation");
+  std::free(p);
+  return cudaSuccess;
+}
+
+namespace {
+cudaError_t copy(const char* call, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t st) {
+  State& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!valid_stream(s, st)) return fail(cudaErrorInvalidResourceHandle, call, "unknown stream");
+    const bool dst_dev = touches_device(s, dst), src_dev = touches_device(s, src);
+    bool dst_ok = true, src_ok = true;
+    switch (kind) {
+      case cudaMemcpyHostToDevice: dst_ok = dst_dev, src_ok = !src_dev; break;
+      case cudaMemcpyDeviceToHost: dst_ok = !dst_dev, src_ok = src_dev; break;
+      case cudaMemcpyDeviceToDevice: dst_ok = dst_dev, src_ok = src_dev; break;
+      case cudaMemcpyHostToHost: dst_ok = !dst_dev, src_ok = !src_dev; break;
+      default: break;
+    }
+    if (!dst_ok || !src_ok) return fail(cudaErrorInvalidValue, call, "a pointer on the wrong side for the copy's kind");
+    if ((dst_dev && holding(s.device, dst, bytes) == s.device.end()) ||
+        (src_dev && holding(s.device, src, bytes) == s.device.end()))
+      return fail(cudaErrorInvalidValue, call, "the copy runs past the end of its device allocation");
+  }
+  std::memmove(dst, src, bytes);
+  if (st) note_work(st);
+  return cudaSuccess;
+}
+}  // namespace
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  return copy("cudaMemcpy", dst, src, bytes, kind, nullptr);
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t st) {
+  return copy("cudaMemcpyAsync", dst, src, bytes, kind, st);
+}
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t st) {
+  State& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!valid_stream(s, st)) return fail(cudaErrorInvalidResourceHandle, "cudaMemsetAsync", "unknown stream");
+    if (holding(s.device, p, bytes) == s.device.end())
+      return fail(cudaErrorInvalidValue, "cudaMemsetAsync", "not inside one device allocation");
+  }
+  std::memset(p, value, bytes);
+  note_work(st);
+  return cudaSuccess;
+}
+
+// ---------------------------------------------------------------- streams and events
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* st, unsigned int) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  *st = reinterpret_cast<cudaStream_t>(new char);
+  s.streams.insert(*st);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t st) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.streams.erase(st)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy", "unknown stream");
+  s.unseen_work.erase(st);
+  delete reinterpret_cast<char*>(st);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t st) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!valid_stream(s, st)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize", "unknown stream");
+  s.unseen_work[st] = false;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamQuery(cudaStream_t st) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!valid_stream(s, st)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamQuery", "unknown stream");
+  bool& unseen = s.unseen_work[st];
+  if (!unseen) return cudaSuccess;
+  unseen = false;
+  last_error = cudaErrorNotReady;  // as the runtime does: the caller must clear it
+  return cudaErrorNotReady;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned int) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!valid_stream(s, st) || !s.events.count(e))
+    return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent", "unknown stream or event");
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  *e = reinterpret_cast<cudaEvent_t>(new char);
+  s.events.insert(*e);
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.events.erase(e)) return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy", "unknown event");
+  delete reinterpret_cast<char*>(e);
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!valid_stream(s, st) || !s.events.count(e))
+    return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord", "unknown stream or event");
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.events.count(e)) return fail(cudaErrorInvalidResourceHandle, "cudaEventQuery", "unknown event");
+  return cudaSuccess;
+}
