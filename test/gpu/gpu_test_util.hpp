@@ -39,14 +39,14 @@
     }                                                                                                \
   } while (0)
 
-// A test that needs cuDNN, cuBLAS or NCCL as well. test_gpu_on_host (test/gpu/on_host: our own kernels on
-// a CUDA runtime on the host, docs/testing.md) has a device but not those libraries, so there such a test
-// is reported as skipped; test_gpu on a GPU runs it.
-#define HT_REQUIRE_GPU_LIBRARIES()                                                                   \
+// A test that needs what only a GPU has: cuDNN, or a measurement. test_gpu_on_host (test/gpu/on_host,
+// docs/testing.md) runs the CUDA runtime, our kernels, cuBLAS's GEMM and NCCL for one rank on the host, so
+// there such a test is reported as skipped; test_gpu on a GPU runs it.
+#define HT_REQUIRE_REAL_GPU(what)                                                                    \
   do {                                                                                               \
     HT_REQUIRE_GPU();                                                                                \
     if (::gpu_test::cuda_runs_on_host())                                                             \
-      GTEST_SKIP() << "needs cuDNN, cuBLAS or NCCL on a GPU: test_gpu_on_host runs only our own kernels"; \
+      GTEST_SKIP() << "needs " << (what) << " on a GPU, which test_gpu_on_host does not emulate";    \
   } while (0)
 
 // Defined only by test/gpu/on_host/runtime.cpp, the CUDA runtime of test_gpu_on_host.

@@ -50,7 +50,7 @@ void check_linear(int N, int I, int O, bool with_bias, bool want_din, bool tf32,
 }  // namespace
 
 TEST(CudaLinear, ParityOddShapesFp32) {
-  HT_REQUIRE_GPU_LIBRARIES();
+  HT_REQUIRE_GPU();
   check_linear(7, 33, 13, true, true, false, 71);
   check_linear(1, 5, 3, true, true, false, 72);       // one sample
   check_linear(64, 2048, 1000, true, true, false, 73);  // ResNet-50 head
@@ -58,7 +58,7 @@ TEST(CudaLinear, ParityOddShapesFp32) {
 }
 
 TEST(CudaLinear, ParityTf32) {
-  HT_REQUIRE_GPU_LIBRARIES();
+  HT_REQUIRE_GPU();
   check_linear(64, 2048, 1000, true, true, true, 75);
 }
 

@@ -75,7 +75,11 @@ Rms expect_within(const std::string& what, const std::vector<float>& got, const 
   return {std::sqrt(se / n), std::sqrt(sy / n)};
 }
 
-void expect_16bit_ran(const Rms& r, Precision p) {
+// Whether the 16-bit path ran shows in the forward's error, but only over enough outputs: the 3 outputs of
+// a one-sample linear case (15 products, seed 122) are off by only 1/28 of u·rms(y) at bf16, with the same
+// operands and FP32 sums on any device, so the rule below would fail there every time.
+void expect_16bit_ran(const Rms& r, size_t outputs, Precision p) {
+  if (outputs < 64) return;
   EXPECT_GE(r.err, unit_roundoff(p) / 20 * r.y) << "the forward is as exact as FP32: did the 16-bit path run?";
 }
 
@@ -129,7 +133,7 @@ void check_conv(const Conv2dGeom& g, Precision p, uint32_t seed) {
   const size_t pq = size_t(g.P()) * g.Q();
   for (size_t i = 0; i < nout; ++i) bias_init[i] = bias[(i / pq) % size_t(g.K)];
   const Rms fwd = expect_within("out", d_out.download(), bias_init, y, y_q2, k_out, p);
-  expect_16bit_ran(fwd, p);
+  expect_16bit_ran(fwd, nout, p);
   expect_within("din", d_din.download(), std::vector<double>(nin, 0.0), dx, dx_q2, k_in, p);
   expect_within("dweight", d_dw.download(), std::vector<double>(nw, 8.0), dw, dw_q2, k_w, p);
   // dbias is computed in FP32 from the float dout: the FP32 test's tolerance (no 16-bit term).
@@ -170,7 +174,7 @@ void check_linear(int N, int I, int O, Precision p, uint32_t seed) {
   std::vector<double> bias_init(nout);
   for (size_t i = 0; i < nout; ++i) bias_init[i] = b[i % size_t(O)];
   const Rms fwd = expect_within("out", d_out.download(), bias_init, y, y_q2, I, p);
-  expect_16bit_ran(fwd, p);
+  expect_16bit_ran(fwd, nout, p);
   expect_within("din", d_din.download(), std::vector<double>(nin, 0.0), dx, dx_q2, O, p);
   expect_within("dweight", d_dw.download(), std::vector<double>(nw, 8.0), dw, dw_q2, N, p);
   std::vector<double> db_ref(O);
@@ -180,7 +184,7 @@ void check_linear(int N, int I, int O, Precision p, uint32_t seed) {
 }  // namespace
 
 TEST(CudaLowPrecision, ConvParityBf16) {
-  HT_REQUIRE_GPU_LIBRARIES();
+  HT_REQUIRE_REAL_GPU("cuDNN");
   const Precision p = Precision::BF16;
   check_conv(geom(2, 3, 7, 9, 5, 3, 3, 2, 1), p, 101);     // odd sizes, 3 input channels, 3×3 stride 2
   check_conv(geom(3, 16, 8, 8, 8, 1, 1, 1, 0), p, 102);    // 1×1 (bottleneck)
@@ -190,7 +194,7 @@ TEST(CudaLowPrecision, ConvParityBf16) {
 }
 
 TEST(CudaLowPrecision, ConvParityFp16) {
-  HT_REQUIRE_GPU_LIBRARIES();
+  HT_REQUIRE_REAL_GPU("cuDNN");
   const Precision p = Precision::FP16;
   check_conv(geom(2, 3, 7, 9, 5, 3, 3, 2, 1), p, 111);
   check_conv(geom(3, 16, 8, 8, 8, 1, 1, 1, 0), p, 112);
@@ -200,7 +204,7 @@ TEST(CudaLowPrecision, ConvParityFp16) {
 }
 
 TEST(CudaLowPrecision, LinearParity) {
-  HT_REQUIRE_GPU_LIBRARIES();
+  HT_REQUIRE_GPU();
   for (Precision p : {Precision::BF16, Precision::FP16}) {
     check_linear(7, 33, 13, p, 121);      // odd sizes
     check_linear(1, 5, 3, p, 122);        // one sample
@@ -211,7 +215,7 @@ TEST(CudaLowPrecision, LinearParity) {
 // The algorithm cache is per precision: the same shape at FP32 and then BF16 searches twice, and each
 // convolution keeps its own precision's descriptors (the FP32 one stays exact after the BF16 one ran).
 TEST(CudaLowPrecision, CacheKeyHoldsThePrecision) {
-  HT_REQUIRE_GPU_LIBRARIES();
+  HT_REQUIRE_REAL_GPU("cuDNN");
   const Conv2dGeom g = geom(2, 8, 10, 10, 8, 3, 3, 1, 1);
   cuda::CudnnConvOptions fp32, bf16;
   bf16.precision = Precision::BF16;

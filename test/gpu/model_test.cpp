@@ -97,22 +97,22 @@ TEST(CudaModel, TensorRoundTripAndZero) {
 }
 
 TEST(CudaModel, MlpMatchesCpu) {
-  HT_REQUIRE_GPU_LIBRARIES();
+  HT_REQUIRE_GPU();
   check_model("mlp", 6, 2, 5, 4);
 }
 
 TEST(CudaModel, LenetMatchesCpu) {
-  HT_REQUIRE_GPU_LIBRARIES();
+  HT_REQUIRE_REAL_GPU("cuDNN");
   check_model("lenet", 5, 1, 28, 10);  // max pooling, biased convs, odd batch
 }
 
 TEST(CudaModel, Resnet20MatchesCpu) {
-  HT_REQUIRE_GPU_LIBRARIES();
+  HT_REQUIRE_REAL_GPU("cuDNN");
   check_model("resnet20", 4, 3, 16, 10);  // basic blocks with projection shortcuts
 }
 
 TEST(CudaModel, Resnet50MatchesCpu) {
-  HT_REQUIRE_GPU_LIBRARIES();
+  HT_REQUIRE_REAL_GPU("cuDNN");
   check_model("resnet50", 4, 3, 64, 7);  // bottlenecks, 7×7 stride-2 stem, padded max pooling
 }
 

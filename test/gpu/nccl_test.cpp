@@ -10,7 +10,7 @@
 using namespace hetrain;
 
 TEST(CudaNccl, SingleRankAllreduceIsIdentity) {
-  HT_REQUIRE_GPU_LIBRARIES();
+  HT_REQUIRE_GPU();
   cuda_select_device(0);
   cuda::NcclCommunicator comm(0, 1, cuda::nccl_unique_id(), 60.0);
   EXPECT_EQ(comm.rank(), 0);
@@ -47,7 +47,7 @@ TEST(CudaNccl, BadRankIsRejected) {
 // as the CPU twin of the cast (which the MPI path's conversion matches, test/dist/wire_test.cpp), for both
 // formats and for two buckets in flight.
 TEST(CudaNccl, SixteenBitWireMatchesTheCpuRounding) {
-  HT_REQUIRE_GPU_LIBRARIES();
+  HT_REQUIRE_GPU();
   cuda_select_device(0);
   cuda::NcclCommunicator comm(0, 1, cuda::nccl_unique_id(), 60.0);
   const int64_t n = 100003;

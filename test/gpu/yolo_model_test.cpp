@@ -68,7 +68,7 @@ std::vector<float> host_copy(const Tensor& t) {
 }  // namespace
 
 TEST(CudaYoloModel, AlignedParametersTrainLikeTheCpu) {
-  HT_REQUIRE_GPU_LIBRARIES();
+  HT_REQUIRE_REAL_GPU("cuDNN");
   TempYaml file(kSmallYolo);
   nn::ModelConfig mc;
   mc.name = file.path, mc.in_channels = 3, mc.height = mc.width = 64, mc.num_classes = 80;

@@ -61,6 +61,12 @@ bool valid_stream(const State& s, cudaStream_t st) {
 
 void set_last_error(cudaError_t e) { last_error = e; }
 
+bool in_device_memory(const void* p, size_t bytes) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return holding(s.device, p, bytes) != s.device.end();
+}
+
 void note_work(cudaStream_t stream) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);

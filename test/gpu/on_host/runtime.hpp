@@ -1,11 +1,16 @@
-// test/gpu/on_host/runtime.hpp — the host runtime's side of a launch (runtime.cpp, grid.cpp).
+// test/gpu/on_host/runtime.hpp — what the CUDA runtime on the host (runtime.cpp) offers the rest of
+// test/gpu/on_host: launches, and the host cuBLAS and NCCL.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+
 namespace hetrain::on_host {
 // Sets the calling thread's CUDA error, which the next cudaGetLastError returns and clears.
 void set_last_error(cudaError_t e);
+// Whether [p, p + bytes) lies inside one device allocation.
+bool in_device_memory(const void* p, size_t bytes);
 // Marks `stream` (nullptr: the legacy default stream) as having work that a query has not seen yet.
 void note_work(cudaStream_t stream);
 }  // namespace hetrain::on_host
