@@ -110,6 +110,8 @@ else
   USE_CUDA :=
 endif
 CONFIG := $(if $(USE_CUDA),cuda,cpu)
+# The GPU tests on the host (test/gpu/on_host) run a block's threads as Boost.Context fibers.
+HAVE_FIBERS := $(if $(USE_CUDA),$(call probe,boost-context,boost/context/fiber.hpp,,-lboost_context))
 
 mark = $(if $(1),✓,✗)
 ifeq ($(MAKELEVEL),0)
@@ -123,6 +125,7 @@ $(info   $(call mark,$(HAVE_ZLIB)) zlib   $(call mark,$(HAVE_JPEG)) libturbojpeg
 $(info   $(call mark,$(HAVE_DNNL)) oneDNN       $(if $(HAVE_DNNL),CPU convolutions JIT-compiled for the CPU found at run time,$(if $(filter 0,$(DNNL)),not used: DNNL=0,not found (libdnnl-dev)); CPU convolutions use im2col + GEMM (slower)))
 $(info   $(call mark,$(HAVE_GTEST)) GoogleTest)
 $(info   $(call mark,$(HAVE_NVCC)) CUDA (nvcc)  $(if $(HAVE_NVCC),$(NVCC)$(if $(USE_CUDA),, — not used: CUDA=$(CUDA)),not found; CPU-only build))
+$(if $(USE_CUDA),$(info   $(call mark,$(HAVE_FIBERS)) Boost.Context  $(if $(HAVE_FIBERS),the GPU tests on the host (test_gpu_on_host; docs/testing.md),not found (libboost-context-dev): no GPU tests on the host)))
 endif
 endif
 
@@ -249,7 +252,7 @@ $(BIN)/test_gpu: $(GPU_TEST_OBJS) $(GPU_TEST_LIBS) $(CONFIG_STAMP)
 	@echo "  LD   $@"
 	@$(CXX_PLAIN) -o $@ $(GPU_TEST_OBJS) $(call link_libs,$(GPU_TEST_LIBS)) -lgtest -lgtest_main $(BLAS_LIBS) $(if $(HAVE_DNNL),$(DNNL_LIBS)) -lyaml-cpp -fopenmp -pthread $(CUDA_LIBS)
 
-ifeq ($(CONFIG),cuda)
+ifeq ($(CONFIG)$(HAVE_FIBERS),cuda1)
 # The same GPU tests with our own kernels run on the host (test/gpu/on_host, docs/testing.md): every *.cu
 # is compiled by the host compiler, its launches rewritten to on_host::launch, and linked with a CUDA
 # runtime on host memory instead of libcudart. The other objects are the CUDA configuration's own.
@@ -259,6 +262,7 @@ ON_HOST_CU_OBJS := $(patsubst %,$(ON_HOST)/%.o,$(basename $(ON_HOST_CU)))
 ON_HOST_CUH := $(patsubst %,$(ON_HOST)/%,$(wildcard kernels/*.cuh src/cuda/*.cuh))  # rewritten beside them
 .SECONDARY: $(ON_HOST_CUH)
 ON_HOST_OWN_OBJS := $(patsubst %,$(ON_HOST)/%.o,$(basename $(wildcard test/gpu/on_host/*.cpp test/gpu/on_host/*.cu)))
+ON_HOST_RUNTIME_OBJS := $(filter-out %_test.o,$(ON_HOST_OWN_OBJS))
 ON_HOST_LIBS := $(call lib_of,nn) $(ON_HOST)/libht_ops.a $(ON_HOST)/libht_cuda.a $(call lib_of,core)
 ON_HOST_CXXFLAGS = $(filter-out -MMD -MP,$(CXXFLAGS)) -MMD -MP -ffp-contract=off -Itest/gpu/on_host -fsanitize=address
 # launch: name<args><<<grid, block[, shared[, stream]]>>>(  →  ::hetrain::on_host::launch("name", name, grid, ...)(
@@ -291,12 +295,18 @@ $(ON_HOST)/libht_ops.a $(ON_HOST)/libht_cuda.a:
 $(BIN)/test_gpu_on_host: $(GPU_TEST_OBJS) $(ON_HOST_OWN_OBJS) $(ON_HOST_LIBS) $(CONFIG_STAMP)
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
-	@$(CXX_PLAIN) -fsanitize=address -o $@ $(GPU_TEST_OBJS) $(ON_HOST_OWN_OBJS) $(call link_libs,$(ON_HOST_LIBS)) -lgtest -lgtest_main $(BLAS_LIBS) $(if $(HAVE_DNNL),$(DNNL_LIBS)) -lyaml-cpp -fopenmp -pthread $(filter-out -lcudart,$(CUDA_LIBS))
+	@$(CXX_PLAIN) -fsanitize=address -o $@ $(GPU_TEST_OBJS) $(ON_HOST_OWN_OBJS) $(call link_libs,$(ON_HOST_LIBS)) -lgtest -lgtest_main $(BLAS_LIBS) $(if $(HAVE_DNNL),$(DNNL_LIBS)) -lyaml-cpp -lboost_context -fopenmp -pthread $(filter-out -lcudart,$(CUDA_LIBS))
+# hetrain itself on the host runtime, for the end-to-end tests of GPU ranks (test/e2e/train_gpu_on_host.sh).
+$(ON_HOST)/hetrain: $(OBJ)/src/apps/hetrain_main.o $(ON_HOST_RUNTIME_OBJS) $(ON_HOST)/libht_ops.a $(ON_HOST)/libht_cuda.a $(ALL_LIBS) $(CONFIG_STAMP)
+	@echo "  LD   $@"
+	@$(MPICXX) -fsanitize=address -o $@ $< $(ON_HOST_RUNTIME_OBJS) \
+	  $(call link_libs,$(subst $(call lib_of,ops),$(ON_HOST)/libht_ops.a,$(subst $(call lib_of,cuda),$(ON_HOST)/libht_cuda.a,$(ALL_LIBS)))) \
+	  -lboost_context $(filter-out -lcudart,$(LDLIBS))
 -include $(ON_HOST_CU_OBJS:.o=.d) $(ON_HOST_OWN_OBJS:.o=.d)
 WHOLE_LIBS += $(ON_HOST)/libht_ops.a $(ON_HOST)/libht_cuda.a
-GPU_ON_HOST := $(BIN)/test_gpu_on_host
+GPU_ON_HOST := $(BIN)/test_gpu_on_host $(ON_HOST)/hetrain
 else
-# build/bin holds one configuration: a CPU build drops the CUDA build's host-run GPU tests.
+# build/bin holds one configuration: a CPU build (or one without Boost.Context) drops the host-run GPU tests.
 GPU_ON_HOST := drop-gpu-on-host
 .PHONY: drop-gpu-on-host
 drop-gpu-on-host:

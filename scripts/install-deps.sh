@@ -6,7 +6,7 @@
 set -euo pipefail
 
 core=(build-essential pkg-config libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libhdf5-dev hdf5-tools
-      libboost-program-options-dev libopenblas-dev libopenblas0-openmp libdnnl-dev zlib1g-dev libturbojpeg0-dev libpng-dev nlohmann-json3-dev libyaml-cpp-dev
+      libboost-program-options-dev libboost-context-dev libopenblas-dev libopenblas0-openmp libdnnl-dev zlib1g-dev libturbojpeg0-dev libpng-dev nlohmann-json3-dev libyaml-cpp-dev
       libgtest-dev libbenchmark-dev dataset-fashion-mnist python3 python3-numpy python3-h5py python3-torch python3-torchvision python3-matplotlib python3-pil python3-yaml
       slurmctld slurmd slurm-client munge lua5.4)
 extra=()

@@ -1,15 +1,15 @@
 // test/gpu/on_host/grid.cpp — a kernel launch on the host (cuda_on_host.hpp): each block's threads are
-// fibers (ucontext) run by one scheduler on the calling thread. A fiber runs until it finishes or reaches a
+// fibers (Boost.Context) run by one scheduler on the calling thread. A fiber runs until it finishes or reaches a
 // barrier: __syncthreads, where the whole block must meet, or a warp shuffle, where its 32 lanes must. When
 // no fiber can run, the scheduler releases a warp whose lanes all wait at a shuffle (handing each lane its
 // partner's value) or, failing that, the block if every thread waits at __syncthreads. Anything else is a
 // kernel that would hang or misbehave on a GPU, and fails the launch.
 //
-// Fibers cost a context switch per thread, too slow for the element-wise kernels' millions of threads. So
+// Fibers cost a switch per thread, too slow for the element-wise kernels' millions of threads. So
 // only block 0 runs as fibers; when none of its threads reached a barrier, the later blocks' threads are
 // plain calls, one after another, and a barrier reached there fails the launch (a kernel whose blocks
 // differ in that way is not emulated; none of ours does).
-#include <ucontext.h>
+#include <boost/context/fiber.hpp>
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
 #endif
@@ -27,13 +27,26 @@ namespace hetrain::on_host {
 thread_local Index3 thread_idx, block_idx, block_dim, grid_dim;
 
 namespace {
+namespace ctx = boost::context;
 constexpr int kWarp = 32;
 constexpr size_t kFiberStack = 128 * 1024;
 
 enum class Wait { None, Block, Shuffle, Finished };
 
+// Boost.Context's stack allocator interface over a stack of ours, kept between launches.
+struct KeptStack {
+  char* base;
+  ctx::stack_context allocate() {
+    ctx::stack_context sc;
+    sc.size = kFiberStack;
+    sc.sp = base + kFiberStack;  // stacks grow down
+    return sc;
+  }
+  void deallocate(ctx::stack_context&) noexcept {}
+};
+
 struct Fiber {
-  ucontext_t context;
+  ctx::fiber resume_at;  // empty once the fiber finished
   void* sanitizer_stack = nullptr;  // AddressSanitizer's record of the stack this fiber left
   Wait wait = Wait::None;
   uint64_t offered = 0, received = 0;  // a shuffle's own value, and its partner's
@@ -43,12 +56,12 @@ struct Fiber {
 struct Grid {
   const char* kernel = "";
   const std::function<void()>* body = nullptr;
-  ucontext_t scheduler;
+  ctx::fiber scheduler;  // where the running fiber returns to
   void* scheduler_sanitizer_stack = nullptr;
   const void* scheduler_stack_bottom = nullptr;  // the calling thread's stack, as AddressSanitizer reports it
   size_t scheduler_stack_size = 0;
+  std::vector<std::unique_ptr<char[]>> stacks;  // kept between launches of this thread (outlive the fibers)
   std::vector<Fiber> fibers;
-  std::vector<std::unique_ptr<char[]>> stacks;  // kept between launches of this thread
   int current = -1;
   bool direct = false;  // threads are plain calls (see the file's header)
   bool waited = false;  // some fiber of this launch reached a barrier
@@ -70,21 +83,23 @@ void switched(void* saved, const void** old_bottom, size_t* old_size) {
 #endif
 }
 
-void fiber_main() {
+ctx::fiber fiber_main(ctx::fiber&& scheduler) {
   Grid& g = grid_state;
+  g.scheduler = std::move(scheduler);
   switched(nullptr, &g.scheduler_stack_bottom, &g.scheduler_stack_size);
   (*g.body)();
   g.fibers[size_t(g.current)].wait = Wait::Finished;
   switching_to(nullptr, g.scheduler_stack_bottom, g.scheduler_stack_size);
-  // returning switches to the scheduler (uc_link)
+  return std::move(g.scheduler);
 }
 
 // The scheduler's switch into fiber t, until it comes back.
 void resume(Grid& g, int t) {
   g.current = t;
   thread_idx = Index3{unsigned(t), 0, 0};
+  Fiber& f = g.fibers[size_t(t)];
   switching_to(&g.scheduler_sanitizer_stack, g.stacks[size_t(t)].get(), kFiberStack);
-  swapcontext(&g.scheduler, &g.fibers[size_t(t)].context);
+  f.resume_at = std::move(f.resume_at).resume();
   switched(g.scheduler_sanitizer_stack, nullptr, nullptr);
 }
 
@@ -99,7 +114,7 @@ void wait_at(Wait what) {
   Fiber& f = g.fibers[size_t(g.current)];
   f.wait = what;
   switching_to(&f.sanitizer_stack, g.scheduler_stack_bottom, g.scheduler_stack_size);
-  swapcontext(&f.context, &g.scheduler);
+  g.scheduler = std::move(g.scheduler).resume();
   switched(f.sanitizer_stack, &g.scheduler_stack_bottom, &g.scheduler_stack_size);
 }
 
@@ -140,11 +155,7 @@ bool run_block_directly(Grid& g, int threads) {
 bool run_block(Grid& g, int threads) {
   for (int t = 0; t < threads; ++t) {
     Fiber& f = g.fibers[size_t(t)];
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = g.stacks[size_t(t)].get();
-    f.context.uc_stack.ss_size = kFiberStack;
-    f.context.uc_link = &g.scheduler;
-    makecontext(&f.context, fiber_main, 0);
+    f.resume_at = ctx::fiber(std::allocator_arg, KeptStack{g.stacks[size_t(t)].get()}, fiber_main);
     f.wait = Wait::None;
   }
   for (;;) {
@@ -206,7 +217,8 @@ void run_grid(const char* kernel, long long grid_size, long long block_size, siz
   g.body = &body;
   g.problem.clear();
   g.direct = g.waited = false;
-  g.fibers.assign(size_t(threads), Fiber{});
+  g.fibers.clear();  // unwinds the fibers a failed launch left waiting
+  g.fibers.resize(size_t(threads));
   while (g.stacks.size() < size_t(threads)) g.stacks.emplace_back(new char[kFiberStack]);
   block_dim = Index3{unsigned(threads), 1, 1};
   grid_dim = Index3{unsigned(grid_size), 1, 1};

@@ -140,7 +140,7 @@ cudaError_t cudaSetDevice(int device) {
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (device != 0) return fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties", "the host runtime has device 0 only");
   *prop = cudaDeviceProp{};
-  std::snprintf(prop->name, sizeof prop->name, "CUDA on the host (test_gpu_on_host)");
+  std::snprintf(prop->name, sizeof prop->name, "CUDA on the host (hetrain test emulation)");
   for (int i = 0; i < 16; ++i) prop->uuid.bytes[i] = char(0x40 + i);
   prop->totalGlobalMem = kDeviceBytes;
   prop->major = kComputeMajor;
