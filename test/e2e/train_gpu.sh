@@ -13,11 +13,10 @@
 #     a looser tolerance), the rank table names the precision, a mixed CPU+GPU job at bf16 keeps identical
 #     replicas (FP32 master weights and update everywhere), and an FP16 overflow on the GPU rank is skipped.
 #
-# test/e2e/train_gpu_on_host.sh runs this script on the host emulation of CUDA with HETRAIN_UNDER_TEST (the
-# binary) and HETRAIN_GPU_TEST_MODEL (a model without convolutions: cuDNN does not run there).
+# test/e2e/train_gpu_on_host.sh runs this script on the host emulation of CUDA: HETRAIN_UNDER_TEST names the
+# binary to test instead of build/bin/hetrain.
 source "$(dirname "$0")/lib.sh"
 HETRAIN=${HETRAIN_UNDER_TEST:-$HETRAIN}
-MODEL=${HETRAIN_GPU_TEST_MODEL:-lenet}
 # Skipped only when `hetrain devices` ran and reported no GPU (exit 3). A missing or crashing binary is a
 # failure, not "no GPU here"; and under HETRAIN_REQUIRE_GPU=1 (scripts/gpu-check.sh, on GPU machines) no GPU
 # is a failure too.
@@ -33,14 +32,14 @@ esac
 echo "$devices"
 ngpu=$(grep -c '^cuda:' <<<"$devices")
 
-DATA=(--synthetic 1024 --synthetic-shape 1,28,28 --synthetic-val 256 --model "$MODEL" --global-batch 64)
+DATA=(--synthetic 1024 --synthetic-shape 1,28,28 --synthetic-val 256 --model lenet --global-batch 64)
 run_mpi 1 "${DATA[@]}" --device cuda --epochs 3 --lr 0.05 >"$TMP/gpu.log" 2>&1 || { cat "$TMP/gpu.log"; fail "1-GPU run failed"; }
 grep -q 'cuda:0' "$TMP/gpu.log" || fail "the rank table does not name the GPU"
 acc=$(grep -oE 'accuracy [0-9.]+%' "$TMP/gpu.log" | tail -1 | grep -oE '[0-9.]+')
-awk -v a="$acc" 'BEGIN { exit !(a > 30) }' || fail "1-GPU $MODEL reached only ${acc}% (chance is 10%)"
+awk -v a="$acc" 'BEGIN { exit !(a > 30) }' || fail "1-GPU lenet reached only ${acc}% (chance is 10%)"
 echo "1 GPU: validation accuracy ${acc}%"
 
-EQ=(--model "$MODEL" --synthetic 512 --synthetic-shape 1,28,28 --global-batch 32 --max-steps 12 --lr 0.05 --quiet)
+EQ=(--model lenet --synthetic 512 --synthetic-shape 1,28,28 --global-batch 32 --max-steps 12 --lr 0.05 --quiet)
 run_mpi 1 "${EQ[@]}" --device cpu --dump-params "$TMP/cpu.bin" || fail "CPU reference run failed"
 ranks=$(( ngpu >= 2 ? 2 : 1 ))
 split=$([ "$ranks" = 2 ] && echo 9,23 || echo 32)
@@ -78,7 +77,7 @@ for p in bf16 fp16; do
   run_mpi 1 "${EQ[@]/--quiet/--log-every}" 4 --device cuda --precision $p --metrics "$TMP/$p.jsonl" \
     --dump-params "$TMP/gpu-$p.bin" >"$TMP/$p.log" 2>&1 || { cat "$TMP/$p.log"; fail "--precision $p GPU run failed"; }
   grep -qE "cuda:0 .*, $p, fits" "$TMP/$p.log" || { cat "$TMP/$p.log"; fail "the rank table does not say $p"; }
-  # 12 steps from the same start: 16-bit operands move the parameters by a few 2^-8 relative
+  # 12 steps of lenet from the same start: 16-bit operands move the parameters by a few 2^-8 relative
   float_compare "$TMP/gpu-fp32.bin" "$TMP/gpu-$p.bin" 2e-2 || fail "--precision $p drifted from the fp32 GPU run"
 done
 grep -q '"loss_scale":65536' "$TMP/fp16.jsonl" || fail "the fp16 run's metrics carry no loss scale"

@@ -87,7 +87,7 @@ void check_batchnorm(const Case& k, uint32_t seed) {
 }  // namespace
 
 TEST(CudaBatchNorm, ParityOddShapes) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   check_batchnorm({3, 5, 7 * 9}, 11);
   check_batchnorm({7, 11, 1}, 12);        // BatchNorm1d after a dense layer
   check_batchnorm({2, 3, 1}, 13);         // two values per channel: the smallest training batch
@@ -98,7 +98,7 @@ TEST(CudaBatchNorm, ParityOddShapes) {
 // A layer's own epsilon reaches backward too (it was once fixed at 1e-5 there). A large one, on a channel
 // whose variance is small next to it, changes every gradient noticeably.
 TEST(CudaBatchNorm, ParityWithTheLayersEpsilon) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   Case k{4, 3, 10};
   k.eps = 0.5f;
   check_batchnorm(k, 16);
@@ -107,7 +107,7 @@ TEST(CudaBatchNorm, ParityWithTheLayersEpsilon) {
 }
 
 TEST(CudaBatchNorm, NullPointersFollowTheCpuContract) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   Case k{3, 6, 25};
   k.affine = false;
   check_batchnorm(k, 21);

@@ -63,7 +63,7 @@ Conv2dGeom geom(int N, int C, int H, int W, int K, int R, int S, int stride, int
 }  // namespace
 
 TEST(CudaConv, ParityOddShapesFp32) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   check_conv(geom(2, 3, 7, 9, 5, 3, 3, 2, 1), false, 1);   // odd sizes, stride 2
   check_conv(geom(3, 16, 8, 8, 8, 1, 1, 1, 0), false, 2);  // 1×1 (ResNet bottleneck)
   check_conv(geom(1, 3, 19, 17, 4, 7, 7, 2, 3), false, 3); // ResNet stem shape, small
@@ -71,13 +71,13 @@ TEST(CudaConv, ParityOddShapesFp32) {
 }
 
 TEST(CudaConv, ParityTf32AndAlgorithmCache) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   check_conv(geom(4, 32, 14, 14, 32, 3, 3, 1, 1), true, 5);
   check_conv(geom(4, 32, 14, 14, 32, 3, 3, 1, 1), true, 6);  // same shape: served from the cache
 }
 
 TEST(CudaConv, WorkspaceBoundIsHonoured) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   cuda::CudnnConvOptions opt;
   opt.max_workspace_bytes = 0;  // only algorithms that need no workspace
   cuda::CudnnConv2d conv(geom(2, 8, 12, 12, 8, 3, 3, 1, 1), opt);
@@ -87,7 +87,7 @@ TEST(CudaConv, WorkspaceBoundIsHonoured) {
 // The search counter the trainer uses to keep algorithm-measuring steps out of the balancer's timings:
 // a new shape searches once, the same shape again is served from the cache.
 TEST(CudaConv, SearchesAreCountedOncePerShape) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   const int64_t before = cuda::conv_algorithm_searches();
   { cuda::CudnnConv2d a(geom(3, 5, 9, 9, 7, 3, 3, 1, 1)); }
   EXPECT_EQ(cuda::conv_algorithm_searches(), before + 1);
@@ -101,7 +101,7 @@ TEST(CudaConv, SearchesAreCountedOncePerShape) {
 // stream of its last call; here that stream is destroyed before a new shape's algorithm search, which once
 // ran on it (a freed stream: an error or worse). Each round leaves the handle on a stream that is gone.
 TEST(CudaConv, SearchAfterTheLastStreamWasDestroyed) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   cuda::DeviceBuffer<float> x(4 * 4 * 6 * 6), y(4 * 4 * 6 * 6);
   x.upload(gpu_test::random_floats(x.size(), 7));
   for (int round = 0; round < 3; ++round) {
@@ -126,7 +126,7 @@ TEST(CudaConv, SearchAfterTheLastStreamWasDestroyed) {
 // cuDNN loads lazily during the search; what cuDNN's own search would have allocated need not. One
 // convolution runs first, so the handle and the common kernels are loaded before memory gets short.
 TEST(CudaConv, SearchNearTheMemoryCap) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   check_conv(geom(2, 3, 11, 13, 5, 3, 3, 1, 1), false, 8);  // warm-up: handle, kernels
   cuda::device_synchronize();
   const size_t free_bytes = cuda_device_info(0).free_bytes;

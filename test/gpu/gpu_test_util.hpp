@@ -95,32 +95,82 @@ inline void record_parity(const std::string& what, size_t n, double max_abs, dou
   emit_result(line);
 }
 
-// test_support::expect_close, plus its parity line.
+struct Parity {
+  size_t n = 0;
+  double max_abs = 0, max_rel = 0, tol_frac = 0;
+  bool ok = true;
+};
+// The figures of the parity line (see the file's header) and whether every element is within atol + rtol·|ref|.
 template <typename T, typename U>
-void expect_close(const std::string& what, const std::vector<T>& got, const std::vector<U>& ref, double atol,
-                  double rtol) {
-  test_support::expect_close(what, got, ref, atol, rtol);
-  double max_abs = 0, max_rel = 0, tol_frac = 0, scale = 0;
-  bool ok = got.size() == ref.size();
-  const size_t n = std::min(got.size(), ref.size());
-  for (size_t i = 0; i < n; ++i)
+Parity parity(const std::vector<T>& got, const std::vector<U>& ref, double atol, double rtol) {
+  Parity p;
+  p.ok = got.size() == ref.size();
+  p.n = std::min(got.size(), ref.size());
+  double scale = 0;
+  for (size_t i = 0; i < p.n; ++i)
     if (std::isfinite(double(ref[i]))) scale = std::max(scale, std::abs(double(ref[i])));
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < p.n; ++i) {
     const double g = double(got[i]), r = double(ref[i]);
     if (std::isnan(g) && std::isnan(r)) continue;
     if (g == r) continue;
     const double d = std::abs(g - r);
     const double tol = atol + rtol * std::abs(r);
     if (!std::isfinite(d)) {
-      ok = false, tol_frac = INFINITY;
+      p.ok = false, p.tol_frac = INFINITY;
       continue;
     }
-    max_abs = std::max(max_abs, d);
-    if (std::abs(r) > 1e-30 * scale) max_rel = std::max(max_rel, d / std::abs(r));
-    tol_frac = std::max(tol_frac, tol > 0 ? d / tol : INFINITY);
-    if (d > tol) ok = false;
+    p.max_abs = std::max(p.max_abs, d);
+    if (std::abs(r) > 1e-30 * scale) p.max_rel = std::max(p.max_rel, d / std::abs(r));
+    p.tol_frac = std::max(p.tol_frac, tol > 0 ? d / tol : INFINITY);
+    if (d > tol) p.ok = false;
   }
-  record_parity(what, n, max_abs, max_rel, tol_frac, ok);
+  return p;
+}
+
+// test_support::expect_close, plus its parity line.
+template <typename T, typename U>
+void expect_close(const std::string& what, const std::vector<T>& got, const std::vector<U>& ref, double atol,
+                  double rtol) {
+  test_support::expect_close(what, got, ref, atol, rtol);
+  const Parity p = parity(got, ref, atol, rtol);
+  record_parity(what, p.n, p.max_abs, p.max_rel, p.tol_frac, p.ok);
+}
+
+// ||a − b|| / ||b|| over all elements (infinite when a value is not finite or the sizes differ).
+template <typename T>
+double relative_l2(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = double(a[i]) - double(b[i]);
+    diff += d * d, norm += double(b[i]) * double(b[i]);
+  }
+  if (!std::isfinite(diff) || !std::isfinite(norm)) return INFINITY;
+  return norm > 0 ? std::sqrt(diff / norm) : (diff > 0 ? INFINITY : 0.0);
+}
+
+// For results that float arithmetic cannot pin elementwise: deep networks at a few samples, where moving
+// the input by about one ulp moves ResNet-50's gradients on the CPU itself by more than 1 % in a fifth of
+// the elements (docs/testing.md, "Conditioning"). `got` passes when it is elementwise within atol +
+// rtol·|ref|, or else when its relative L2 distance from `ref` is at most `factor` times that of `nudged`,
+// the CPU's result from the nudged input: as close as any other order of float operations gets. A wrong
+// op lands far outside both. Writes the parity line and a "RESULT conditioning" line with both distances.
+template <typename T>
+void expect_close_as_float_allows(const std::string& what, const std::vector<T>& got, const std::vector<T>& ref,
+                                  const std::vector<T>& nudged, double atol, double rtol, double factor = 4) {
+  const Parity p = parity(got, ref, atol, rtol);
+  record_parity(what, p.n, p.max_abs, p.max_rel, p.tol_frac, p.ok);
+  if (p.ok) return;
+  const double distance = relative_l2(got, ref), sensitivity = relative_l2(nudged, ref);
+  char buf[200];
+  std::snprintf(buf, sizeof buf, " rel_l2=%.3g cpu_nudged_rel_l2=%.3g ratio=%.3g", distance, sensitivity,
+                sensitivity > 0 ? distance / sensitivity : INFINITY);
+  const bool ok = distance <= factor * sensitivity;
+  emit_result("RESULT conditioning test=" + current_test_name() + " what=\"" + what + "\"" + buf + (ok ? " ok=1" : " ok=0"));
+  EXPECT_LE(distance, factor * sensitivity)
+      << what << ": not elementwise within " << atol << " + " << rtol << "·|ref| (worst " << p.tol_frac
+      << " of it), and " << distance << " apart in relative L2, more than " << factor << "× the "
+      << sensitivity << " that a one-ulp nudge of the input moves the CPU's own result";
 }
 
 }  // namespace gpu_test

@@ -149,11 +149,11 @@ void check_model(const std::string& name, int N, int C, int H, int classes, Boun
 }  // namespace
 
 TEST(CudaLowPrecisionModel, LenetBf16AndFp16FollowFp32) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   check_model("lenet", 16, 1, 28, 10, {0.1, 0.25}, {0.05, 0.1});
 }
 
 TEST(CudaLowPrecisionModel, Resnet20Bf16AndFp16FollowFp32) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   check_model("resnet20", 8, 3, 32, 10, {0.45, 0.8}, {0.2, 0.6});
 }

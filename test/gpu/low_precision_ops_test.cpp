@@ -184,7 +184,7 @@ void check_linear(int N, int I, int O, Precision p, uint32_t seed) {
 }  // namespace
 
 TEST(CudaLowPrecision, ConvParityBf16) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   const Precision p = Precision::BF16;
   check_conv(geom(2, 3, 7, 9, 5, 3, 3, 2, 1), p, 101);     // odd sizes, 3 input channels, 3×3 stride 2
   check_conv(geom(3, 16, 8, 8, 8, 1, 1, 1, 0), p, 102);    // 1×1 (bottleneck)
@@ -194,7 +194,7 @@ TEST(CudaLowPrecision, ConvParityBf16) {
 }
 
 TEST(CudaLowPrecision, ConvParityFp16) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   const Precision p = Precision::FP16;
   check_conv(geom(2, 3, 7, 9, 5, 3, 3, 2, 1), p, 111);
   check_conv(geom(3, 16, 8, 8, 8, 1, 1, 1, 0), p, 112);
@@ -215,7 +215,7 @@ TEST(CudaLowPrecision, LinearParity) {
 // The algorithm cache is per precision: the same shape at FP32 and then BF16 searches twice, and each
 // convolution keeps its own precision's descriptors (the FP32 one stays exact after the BF16 one ran).
 TEST(CudaLowPrecision, CacheKeyHoldsThePrecision) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   const Conv2dGeom g = geom(2, 8, 10, 10, 8, 3, 3, 1, 1);
   cuda::CudnnConvOptions fp32, bf16;
   bf16.precision = Precision::BF16;

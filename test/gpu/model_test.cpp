@@ -7,6 +7,7 @@
 //   layers); running statistics and updated parameters 1e-5 + 1e-3.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 
 #include "gpu_test_util.hpp"
@@ -16,6 +17,7 @@
 
 using namespace hetrain;
 using gpu_test::expect_close;
+using gpu_test::expect_close_as_float_allows;
 
 namespace {
 
@@ -25,6 +27,17 @@ std::vector<float> host_copy(const Tensor& t) {
 }
 
 // dlogits of the mean cross-entropy, computed on the CPU from the CPU logits (both models get the same).
+// x with every third value moved up by one ulp and every third by two (exactly representable changes).
+Tensor nudged_input(const Tensor& x) {
+  Tensor y(x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    float v = x.data()[i];
+    for (int64_t k = 0; k < i % 3; ++k) v = std::nextafter(v, INFINITY);
+    y.data()[i] = v;
+  }
+  return y;
+}
+
 Tensor loss_gradient(const Tensor& logits, const std::vector<int32_t>& labels) {
   const int N = int(logits.dim(0)), K = int(logits.dim(1));
   Tensor probs({N, K}), dlogits({N, K});
@@ -38,46 +51,59 @@ void check_model(const std::string& name, int N, int C, int H, int classes) {
                std::to_string(H));
   nn::ModelConfig mc;
   mc.name = name, mc.in_channels = C, mc.height = H, mc.width = H, mc.num_classes = classes;
-  auto cpu_model = nn::Model::create(mc), gpu_model = nn::Model::create(mc);
+  // `nudged` is the CPU model again, fed the input moved by about one ulp: how far float arithmetic alone
+  // moves the results (expect_close_as_float_allows).
+  auto cpu_model = nn::Model::create(mc), gpu_model = nn::Model::create(mc), nudged = nn::Model::create(mc);
   cpu_model->init(7);
   gpu_model->init(7);
+  nudged->init(7);
   gpu_model->to(Device::CUDA);
   ASSERT_EQ(gpu_model->device(), Device::CUDA);
 
   optim::SgdConfig sc;
   sc.momentum = 0.9f, sc.weight_decay = 5e-4f, sc.decay_bn_and_bias = false;
-  optim::Sgd cpu_sgd(cpu_model->params(), sc), gpu_sgd(gpu_model->params(), sc);
+  optim::Sgd cpu_sgd(cpu_model->params(), sc), gpu_sgd(gpu_model->params(), sc), nudged_sgd(nudged->params(), sc);
 
   auto x_host = gpu_test::random_floats(size_t(N) * C * H * H, 11);
   auto labels = gpu_test::random_labels(size_t(N), classes, 12);
   Tensor x({N, C, H, H});
   std::copy(x_host.begin(), x_host.end(), x.data());
   Tensor x_gpu = x.to(Device::CUDA);
+  Tensor x_nudged = nudged_input(x);
 
   // Two steps: the second runs with pooled buffers recycled and momentum already non-zero.
   for (int step = 0; step < 2; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
     cpu_model->params().grads().zero();
     gpu_model->params().grads().zero();
+    nudged->params().grads().zero();
     Tensor logits_cpu = cpu_model->forward(x, true);
     Tensor logits_gpu = gpu_model->forward(x_gpu, true);
+    Tensor logits_nudged = nudged->forward(x_nudged, true);
     ASSERT_EQ(logits_gpu.device(), Device::CUDA);
-    expect_close("logits", host_copy(logits_gpu), host_copy(logits_cpu), 1e-4, 1e-3);
+    expect_close_as_float_allows("logits", host_copy(logits_gpu), host_copy(logits_cpu), host_copy(logits_nudged),
+                                 1e-4, 1e-3);
     Tensor dlogits = loss_gradient(logits_cpu, labels);
     cpu_model->backward(dlogits);
     gpu_model->backward(dlogits.to(Device::CUDA));
-    expect_close("gradients", host_copy(gpu_model->params().grads()), host_copy(cpu_model->params().grads()),
-                 1e-4, 1e-2);
-    expect_close("running statistics", host_copy(gpu_model->params().states()),
-                 host_copy(cpu_model->params().states()), 1e-5, 1e-3);
+    nudged->backward(loss_gradient(logits_nudged, labels));
+    expect_close_as_float_allows("gradients", host_copy(gpu_model->params().grads()),
+                                 host_copy(cpu_model->params().grads()), host_copy(nudged->params().grads()), 1e-4,
+                                 1e-2);
+    expect_close_as_float_allows("running statistics", host_copy(gpu_model->params().states()),
+                                 host_copy(cpu_model->params().states()), host_copy(nudged->params().states()), 1e-5,
+                                 1e-3);
     cpu_sgd.step(cpu_model->params(), 0.05f);
     gpu_sgd.step(gpu_model->params(), 0.05f);
-    expect_close("parameters after SGD", host_copy(gpu_model->params().values()),
-                 host_copy(cpu_model->params().values()), 1e-5, 1e-3);
+    nudged_sgd.step(nudged->params(), 0.05f);
+    expect_close_as_float_allows("parameters after SGD", host_copy(gpu_model->params().values()),
+                                 host_copy(cpu_model->params().values()), host_copy(nudged->params().values()), 1e-5,
+                                 1e-3);
   }
   Tensor eval_cpu = cpu_model->forward(x, false);
   Tensor eval_gpu = gpu_model->forward(x_gpu, false);
-  expect_close("eval logits", host_copy(eval_gpu), host_copy(eval_cpu), 1e-4, 1e-3);
+  expect_close_as_float_allows("eval logits", host_copy(eval_gpu), host_copy(eval_cpu),
+                               host_copy(nudged->forward(x_nudged, false)), 1e-4, 1e-3);
 }
 
 }  // namespace
@@ -102,17 +128,17 @@ TEST(CudaModel, MlpMatchesCpu) {
 }
 
 TEST(CudaModel, LenetMatchesCpu) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   check_model("lenet", 5, 1, 28, 10);  // max pooling, biased convs, odd batch
 }
 
 TEST(CudaModel, Resnet20MatchesCpu) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   check_model("resnet20", 4, 3, 16, 10);  // basic blocks with projection shortcuts
 }
 
 TEST(CudaModel, Resnet50MatchesCpu) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   check_model("resnet50", 4, 3, 64, 7);  // bottlenecks, 7×7 stride-2 stem, padded max pooling
 }
 

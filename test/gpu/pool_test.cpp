@@ -54,7 +54,7 @@ void check_pool(const Pool2dGeom& g, bool max, uint32_t seed) {
 }  // namespace
 
 TEST(CudaPool, MaxParityOddShapes) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   check_pool(geom(2, 3, 9, 11, 3, 2, 1), true, 31);  // ResNet stem pool: overlapping windows, padding
   check_pool(geom(3, 4, 7, 7, 2, 2, 0), true, 32);   // odd size: the last row/column is dropped
   check_pool(geom(1, 5, 6, 5, 3, 1, 1), true, 33);   // stride 1, heavy overlap
@@ -62,7 +62,7 @@ TEST(CudaPool, MaxParityOddShapes) {
 }
 
 TEST(CudaPool, AvgParityCountsPadding) {
-  HT_REQUIRE_REAL_GPU("cuDNN");
+  HT_REQUIRE_GPU();
   check_pool(geom(2, 3, 9, 11, 3, 2, 1), false, 41);  // border windows divide by 9 (count_include_pad)
   check_pool(geom(3, 4, 7, 7, 2, 2, 0), false, 42);
   check_pool(geom(1, 5, 6, 5, 3, 1, 1), false, 43);

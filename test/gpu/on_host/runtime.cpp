@@ -1,12 +1,13 @@
 // test/gpu/on_host/runtime.cpp — the CUDA runtime calls hetrain makes, on host memory, for test_gpu_on_host
-// (docs/testing.md, "GPU tests on the host"). Linked instead of libcudart; cuDNN, cuBLAS and NCCL stay the
-// real libraries, which find no GPU.
+// and build/on-host/hetrain (docs/testing.md, "GPU tests on the host"); linked instead of libcudart. cuBLAS,
+// cuDNN and NCCL are emulated beside it (cublas.cpp, cudnn.cpp, nccl.cpp).
 //
 // One device of 4 GiB, compute capability 9.0. Every call completes before it returns, so streams and
-// events only need to exist. Stricter than a GPU where that catches our mistakes: new device memory is
-// filled with NaN bytes (a GPU leaves it undefined, often zero), a copy or memset must stay inside one
-// allocation and match its stated direction, freeing an unknown pointer or handle fails, and a stream
-// query after new work says "not ready" once (as a GPU busy with it would), so wait loops run.
+// events only need to exist. Stricter than a GPU where that catches our mistakes: new device memory (up to
+// 64 MiB an allocation) is filled with NaN bytes (a GPU leaves it undefined, often zero); a copy or memset
+// must stay inside one allocation and match its stated direction; freeing an unknown pointer or handle
+// fails; a stream query after new work says "not ready" once (as a GPU busy with it would), so wait loops
+// run.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -22,6 +23,7 @@ namespace hetrain::on_host {
 namespace {
 constexpr size_t kDeviceBytes = size_t(4) << 30;
 constexpr int kComputeMajor = 9, kComputeMinor = 0;
+constexpr size_t kNanFillLimit = size_t(64) << 20;
 
 thread_local cudaError_t last_error = cudaSuccess;
 
@@ -169,7 +171,9 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   if (bytes > kDeviceBytes - s.device_in_use) return fail(cudaErrorMemoryAllocation, "cudaMalloc", "out of the 4 GiB");
   void* q = nullptr;
   if (posix_memalign(&q, 256, bytes ? bytes : 1) != 0) return fail(cudaErrorMemoryAllocation, "cudaMalloc", "no host memory");
-  std::memset(q, 0xff, bytes);  // NaN in every float: a kernel that reads what nobody wrote shows it
+  // NaN in every float, so that a kernel that reads what nobody wrote shows it (not in workspaces and the
+  // allocations of tests that take most of the device: touching that much host memory only costs time)
+  if (bytes <= kNanFillLimit) std::memset(q, 0xff, bytes);
   s.device[reinterpret_cast<uintptr_t>(q)] = bytes;
   s.device_in_use += bytes;
   *p = q;
