@@ -1,6 +1,7 @@
 # hetrain — build, test, demo, bench, deps.
 #
-#   make            build build/bin/hetrain, build/bin/hetrain-pack and the test binaries
+#   make            build build/bin/hetrain, build/bin/hetrain-pack and the test binaries (with CUDA also the GPU
+#                   tests and hetrain on the host emulation of CUDA: test_gpu_on_host, build/on-host/hetrain)
 #   make deps       install the Debian packages hetrain needs (idempotent)
 #   make test       run every test; ends with "N passed, M failed[, K skipped]"
 #   make demo       install what is missing, pack Fashion-MNIST, train on it

@@ -39,9 +39,9 @@
     }                                                                                                \
   } while (0)
 
-// A test that needs what only a GPU has: cuDNN, or a measurement. test_gpu_on_host (test/gpu/on_host,
-// docs/testing.md) runs the CUDA runtime, our kernels, cuBLAS's GEMM and NCCL for one rank on the host, so
-// there such a test is reported as skipped; test_gpu on a GPU runs it.
+// A test that needs what only a GPU has, such as a measurement of speed. test_gpu_on_host (test/gpu/on_host,
+// docs/testing.md) runs the CUDA runtime, our kernels, cuDNN, cuBLAS and one-rank NCCL on the host, so there
+// such a test is reported as skipped; test_gpu on a GPU runs it.
 #define HT_REQUIRE_REAL_GPU(what)                                                                    \
   do {                                                                                               \
     HT_REQUIRE_GPU();                                                                                \
