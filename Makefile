@@ -261,7 +261,7 @@ ON_HOST := $(BUILD)/on-host
 ON_HOST_CU := $(wildcard kernels/*.cu src/cuda/*.cu)
 ON_HOST_CU_OBJS := $(patsubst %,$(ON_HOST)/%.o,$(basename $(ON_HOST_CU)))
 ON_HOST_CUH := $(patsubst %,$(ON_HOST)/%,$(wildcard kernels/*.cuh src/cuda/*.cuh))  # rewritten beside them
-.SECONDARY: $(ON_HOST_CUH)
+.SECONDARY: $(ON_HOST_CUH) $(patsubst %,$(ON_HOST)/%.cpp,$(ON_HOST_CU) $(wildcard test/gpu/on_host/*.cu))
 ON_HOST_OWN_OBJS := $(patsubst %,$(ON_HOST)/%.o,$(basename $(wildcard test/gpu/on_host/*.cpp test/gpu/on_host/*.cu)))
 ON_HOST_RUNTIME_OBJS := $(filter-out %_test.o,$(ON_HOST_OWN_OBJS))
 ON_HOST_LIBS := $(call lib_of,nn) $(ON_HOST)/libht_ops.a $(ON_HOST)/libht_cuda.a $(call lib_of,core)
@@ -274,12 +274,14 @@ $(ON_HOST)/%.cuh: %.cuh
 	@{ echo '#line 1 "$<"'; sed -E '$(ON_HOST_LAUNCH)' $<; } >$@
 	@if grep -n '<<<' $@; then echo "$<: a launch the rewrite above does not handle" >&2; rm -f $@; exit 1; fi
 
-$(ON_HOST)/%.o: %.cu test/gpu/on_host/cuda_on_host.hpp $(ON_HOST_CUH)
+$(ON_HOST)/%.cu.cpp: %.cu
 	@mkdir -p $(dir $@)
-	@echo "  CXX  $< (on the host)"
-	@{ echo '#line 1 "$<"'; sed -E '$(ON_HOST_LAUNCH)' $<; } >$(ON_HOST)/$*.cpp
-	@if grep -n '<<<' $(ON_HOST)/$*.cpp; then echo "$<: a launch the rewrite above does not handle" >&2; exit 1; fi
-	@$(CXX_PLAIN) $(ON_HOST_CXXFLAGS) -iquote $(dir $<) -include test/gpu/on_host/cuda_on_host.hpp -c $(ON_HOST)/$*.cpp -o $@
+	@{ echo '#line 1 "$<"'; sed -E '$(ON_HOST_LAUNCH)' $<; } >$@
+	@if grep -n '<<<' $@; then echo "$<: a launch the rewrite above does not handle" >&2; rm -f $@; exit 1; fi
+
+$(ON_HOST)/%.o: $(ON_HOST)/%.cu.cpp test/gpu/on_host/cuda_on_host.hpp $(ON_HOST_CUH)
+	@echo "  CXX  $*.cu (on the host)"
+	@$(CXX_PLAIN) $(ON_HOST_CXXFLAGS) -iquote $(dir $*) -include test/gpu/on_host/cuda_on_host.hpp -c $< -o $@
 
 # The host cuBLAS and cuDNN check every operand against its allocation before their loops, which run too
 # slowly for training when AddressSanitizer instruments them.
@@ -300,12 +302,15 @@ $(BIN)/test_gpu_on_host: $(GPU_TEST_OBJS) $(ON_HOST_OWN_OBJS) $(ON_HOST_LIBS) $(
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
 	@$(CXX_PLAIN) -fsanitize=address -o $@ $(GPU_TEST_OBJS) $(ON_HOST_OWN_OBJS) $(call link_libs,$(ON_HOST_LIBS)) -lgtest -lgtest_main $(BLAS_LIBS) $(if $(HAVE_DNNL),$(DNNL_LIBS)) -lyaml-cpp -lboost_context -fopenmp -pthread $(filter-out -lcudart,$(CUDA_LIBS))
-# hetrain itself on the host runtime, for the end-to-end tests of GPU ranks (test/e2e/train_gpu_on_host.sh).
-$(ON_HOST)/hetrain: $(OBJ)/src/apps/hetrain_main.o $(ON_HOST_RUNTIME_OBJS) $(ON_HOST)/libht_ops.a $(ON_HOST)/libht_cuda.a $(ALL_LIBS) $(CONFIG_STAMP)
+# hetrain itself on the host runtime, for the end-to-end tests of GPU ranks (test/e2e/train_gpu_on_host.sh),
+# and the step benchmark, for a rehearsal of the first GPU run (make gpu-first-run-on-host).
+ON_HOST_ALL_LIBS := $(subst $(call lib_of,ops),$(ON_HOST)/libht_ops.a,$(subst $(call lib_of,cuda),$(ON_HOST)/libht_cuda.a,$(ALL_LIBS)))
+$(ON_HOST)/hetrain: $(OBJ)/src/apps/hetrain_main.o
+$(ON_HOST)/bench_train_step: $(OBJ)/bench/train_step_bench.o
+$(ON_HOST)/hetrain $(ON_HOST)/bench_train_step: $(ON_HOST_RUNTIME_OBJS) $(ON_HOST_ALL_LIBS) $(CONFIG_STAMP)
 	@echo "  LD   $@"
-	@$(MPICXX) -fsanitize=address -o $@ $< $(ON_HOST_RUNTIME_OBJS) \
-	  $(call link_libs,$(subst $(call lib_of,ops),$(ON_HOST)/libht_ops.a,$(subst $(call lib_of,cuda),$(ON_HOST)/libht_cuda.a,$(ALL_LIBS)))) \
-	  -lboost_context $(filter-out -lcudart,$(LDLIBS))
+	@$(MPICXX) -fsanitize=address -o $@ $(filter %_main.o %_bench.o,$^) $(ON_HOST_RUNTIME_OBJS) \
+	  $(call link_libs,$(ON_HOST_ALL_LIBS)) -lboost_context $(filter-out -lcudart,$(LDLIBS))
 -include $(ON_HOST_CU_OBJS:.o=.d) $(ON_HOST_OWN_OBJS:.o=.d)
 WHOLE_LIBS += $(ON_HOST)/libht_ops.a $(ON_HOST)/libht_cuda.a
 GPU_ON_HOST := $(BIN)/test_gpu_on_host $(ON_HOST)/hetrain

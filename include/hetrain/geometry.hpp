@@ -12,16 +12,19 @@ struct Conv2dGeom {
   int K = 1;                       // output channels; weight [K, C, R, S]
   int R = 1, S = 1;                // kernel height, width
   int stride = 1, pad = 0;
-  int P() const { return (H + 2 * pad - R) / stride + 1; }  // output height
-  int Q() const { return (W + 2 * pad - S) / stride + 1; }  // output width
+  int P() const { return out_size(H + 2 * pad, R, stride); }  // output height
+  int Q() const { return out_size(W + 2 * pad, S, stride); }  // output width
+  // Windows of `window` at `stride` over `padded` values; 0 when the window is larger than the padded input
+  // (C++ division truncates toward zero, so (2 − 4) / 3 + 1 would say 1).
+  static int out_size(int padded, int window, int stride) { return padded < window ? 0 : (padded - window) / stride + 1; }
 };
 
 // ---------------------------------------------------------------- pooling (square windows)
 struct Pool2dGeom {
   int N = 1, C = 1, H = 1, W = 1;
   int kernel = 2, stride = 2, pad = 0;
-  int P() const { return (H + 2 * pad - kernel) / stride + 1; }
-  int Q() const { return (W + 2 * pad - kernel) / stride + 1; }
+  int P() const { return Conv2dGeom::out_size(H + 2 * pad, kernel, stride); }
+  int Q() const { return Conv2dGeom::out_size(W + 2 * pad, kernel, stride); }
 };
 
 // ---------------------------------------------------------------- images: uint8 [N, C, H, W] → float [N, C, out_h, out_w]

@@ -176,6 +176,9 @@ TEST(Conv2dWorkspace, Im2colGrowsWithBatchAndIsZeroForPointwise) {
   }
   EXPECT_EQ(conv2d_im2col_workspace_size(geom(8, 16, 32, 32, 32, 1, 1, 1, 0)), 0);
   EXPECT_THROW(conv2d_workspace_size(geom(1, 3, 2, 2, 1, 5, 5, 1, 0)), hetrain::Error);  // kernel > input
+  // ... also with a stride, where (2 − 4) / 3 + 1 truncates to 1 output row
+  EXPECT_EQ(geom(1, 3, 2, 2, 1, 4, 4, 3, 0).P(), 0);
+  EXPECT_THROW(conv2d_workspace_size(geom(1, 3, 2, 2, 1, 4, 4, 3, 0)), hetrain::Error);
 }
 
 TEST_P(Conv2dFloat, EmptyBatchIsANoOp) {

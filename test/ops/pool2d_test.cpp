@@ -133,6 +133,13 @@ TEST(GlobalAvgPool, ByHandAndFiniteDifferences) {
   expect_gradient("global avgpool din", x, dx, loss);
 }
 
+TEST(Pool2d, RejectsAWindowLargerThanTheInput) {
+  std::vector<float> x(2), y(2);
+  std::vector<int32_t> am(2);
+  EXPECT_EQ(pgeom(1, 1, 1, 2, 4, 4, 0).P(), 0);  // (1 − 4) / 4 + 1 truncates to 1
+  EXPECT_THROW(maxpool2d_forward(y.data(), am.data(), x.data(), pgeom(1, 1, 1, 2, 4, 4, 0)), hetrain::Error);
+}
+
 TEST(Pool2d, RejectsPaddingLargerThanHalfKernel) {
   std::vector<float> x(9), y(16);
   std::vector<int32_t> am(16);

@@ -100,6 +100,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
   const bool tf32 = compute == CUBLAS_COMPUTE_32F_FAST_TF32;
   const bool sixteen = Atype == CUDA_R_16BF || Atype == CUDA_R_16F;
   if (handle->pointer_mode != CUBLAS_POINTER_MODE_HOST) return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "device alpha/beta");
+  if (!hetrain::on_host::usable_stream(handle->stream, "cublasGemmEx")) return CUBLAS_STATUS_EXECUTION_FAILED;
   if (Ctype != CUDA_R_32F || Btype != Atype || (Atype != CUDA_R_32F && !sixteen) ||
       (compute != CUBLAS_COMPUTE_32F && !tf32) || (tf32 && sixteen))
     return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "a type combination the dense layer does not use");
@@ -119,6 +120,14 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
                  !in_device_memory(B, extent(ldb, b_rows, b_cols, Btype)))) ||
       !in_device_memory(C, extent(ldc, m, n, Ctype)))
     return refuse(CUBLAS_STATUS_INVALID_VALUE, "an operand outside device memory (or past its allocation)");
+  auto overlap = [](const void* a, size_t an, const void* b, size_t bn) {
+    const char *x = static_cast<const char*>(a), *y = static_cast<const char*>(b);
+    return x < y + bn && y < x + an;
+  };
+  const size_t c_bytes = extent(ldc, m, n, Ctype);
+  if (k > 0 && (overlap(C, c_bytes, A, extent(lda, a_rows, a_cols, Atype)) ||
+                overlap(C, c_bytes, B, extent(ldb, b_rows, b_cols, Btype))))
+    return refuse(CUBLAS_STATUS_INVALID_VALUE, "C overlaps A or B (undefined in cuBLAS)");
   // op(A) and op(B) as plain float, column-major and contiguous, then C column by column: each element a
   // sum over p in order, in float.
   std::vector<float> a(size_t(m) * size_t(k)), bm(size_t(k) * size_t(n));

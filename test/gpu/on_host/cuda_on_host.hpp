@@ -15,8 +15,8 @@
 #define __device__
 #define __host__
 #define __launch_bounds__(...)
-// Blocks run one after another, so one static per kernel is each block's own shared memory.
-#define __shared__ static
+// Blocks run one after another, so one static per kernel (and host thread) is each block's shared memory.
+#define __shared__ static thread_local
 
 // Included here, before the names below become macros, so that the kernels' own includes find them done.
 #include <cuda_bf16.h>
@@ -50,6 +50,14 @@ void run_grid(const char* kernel, long long grid_size, long long block_size, siz
 void sync_threads();
 uint64_t shuffle_xor(unsigned mask, uint64_t bits, int lane_mask, int width);
 
+template <class T>
+bool device_pointer(const T& v) {
+  if constexpr (std::is_pointer_v<T>) return v == nullptr || in_device_memory(v, 0);
+  return true;
+}
+// Prints which argument of `kernel` is not device memory and sets cudaErrorIllegalAddress.
+void refuse_argument(const char* kernel, int index);
+
 template <class... Params>
 struct Launch {
   const char* name;
@@ -57,10 +65,18 @@ struct Launch {
   long long grid, block;
   size_t shared;
   cudaStream_t stream;
-  // The arguments are copied into the kernel's parameter types first, as a launch copies them to the device.
+  // The arguments are copied into the kernel's parameter types first, as a launch copies them to the device;
+  // every pointer among them must be null or point into device memory (a host pointer faults on a GPU).
   template <class... Args>
   void operator()(Args&&... args) const {
     std::tuple<std::decay_t<Params>...> copied(std::forward<Args>(args)...);
+    if (!usable_stream(stream, name)) return set_last_error(cudaErrorInvalidResourceHandle);
+    int bad = -1;
+    std::apply([&](const auto&... a) {
+      int i = 0;
+      ((bad = bad < 0 && !device_pointer(a) ? i : bad, ++i), ...);
+    }, copied);
+    if (bad >= 0) return refuse_argument(name, bad);
     auto* k = kernel;
     run_grid(name, grid, block, shared, [&] { std::apply(k, copied); });
     note_work(stream);

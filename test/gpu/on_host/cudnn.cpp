@@ -12,11 +12,11 @@
 //   cuDNN does; a convolution given less workspace than its algorithm needs fails (CUDNN_STATUS_BAD_PARAM).
 // - batch norm (spatial): training forward with the running statistics (unbiased variance) and the saved
 //   mean and 1/sqrt(var + eps), inference forward, backward with cuDNN's alpha/beta blending.
-// - pooling: max (deterministic; the first maximum of a window takes the gradient; NaN propagates) and
-//   average counting the padding.
+// - pooling: max (deterministic; NaN propagates; backward sends the gradient to the window's first input
+//   equal to the forward's output, as cuDNN finds it) and average counting the padding.
 // - cudnnAddTensor with a [1, C, 1, 1] (or same-shape) A.
-// Every operand must lie inside a device allocation; anything else returns CUDNN_STATUS_NOT_SUPPORTED with
-// a line on stderr.
+// Every operand must lie inside a device allocation, a convolution's output must not overlap its inputs,
+// and the handle's stream must exist; anything else fails with a line on stderr.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cudnn.h>
@@ -119,6 +119,14 @@ int64_t count(const cudnnFilterStruct* d) { return int64_t(d->k) * d->c * d->r *
 bool on_device(const void* p, const cudnnTensorStruct* d) { return in_device_memory(p, size_t(count(d)) * type_bytes(d->type)); }
 bool on_device(const void* p, const cudnnFilterStruct* d) { return in_device_memory(p, size_t(count(d)) * type_bytes(d->type)); }
 double scalar(const void* p) { return *static_cast<const float*>(p); }  // float data: float alpha and beta
+// Whether [a, a + an) and [b, b + bn) share a byte: cuDNN's convolutions do not work in place.
+bool overlap(const void* a, size_t an, const void* b, size_t bn) {
+  const char *x = static_cast<const char*>(a), *y = static_cast<const char*>(b);
+  return x < y + bn && y < x + an;
+}
+size_t bytes(const cudnnTensorStruct* d) { return size_t(count(d)) * type_bytes(d->type); }
+size_t bytes(const cudnnFilterStruct* d) { return size_t(count(d)) * type_bytes(d->type); }
+bool stream_ok(cudnnHandle_t h, const char* call) { return hetrain::on_host::usable_stream(h->stream, call); }
 
 // ---------------------------------------------------------------- convolution
 struct ConvShape {
@@ -342,12 +350,13 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t, const
 }
 
 // The searches check their operands and workspace like a run, then report (they do not run).
-cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(cudnnHandle_t, const cudnnTensorDescriptor_t x, const void* xp,
+cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(cudnnHandle_t h, const cudnnTensorDescriptor_t x, const void* xp,
                                                      const cudnnFilterDescriptor_t w, const void* wp,
                                                      const cudnnConvolutionDescriptor_t c,
                                                      const cudnnTensorDescriptor_t y, void* yp, int requested,
                                                      int* returned, cudnnConvolutionFwdAlgoPerf_t* results, void* ws,
                                                      size_t ws_bytes) {
+  if (!stream_ok(h, "cudnnFindConvolutionForwardAlgorithmEx")) return CUDNN_STATUS_EXECUTION_FAILED;
   ConvShape g;
   if (!conv_shape(x, w, c, y, &g)) return CUDNN_STATUS_BAD_PARAM;
   if (!on_device(xp, x) || !on_device(wp, w) || !on_device(yp, y) || (ws_bytes && !in_device_memory(ws, ws_bytes)))
@@ -356,12 +365,13 @@ cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(cudnnHandle_t, const cudnnT
                                                                     ws_bytes, true);
   return CUDNN_STATUS_SUCCESS;
 }
-cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(cudnnHandle_t, const cudnnFilterDescriptor_t w,
+cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(cudnnHandle_t h, const cudnnFilterDescriptor_t w,
                                                           const void* wp, const cudnnTensorDescriptor_t dy,
                                                           const void* dyp, const cudnnConvolutionDescriptor_t c,
                                                           const cudnnTensorDescriptor_t dx, void* dxp, int requested,
                                                           int* returned, cudnnConvolutionBwdDataAlgoPerf_t* results,
                                                           void* ws, size_t ws_bytes) {
+  if (!stream_ok(h, "cudnnFindConvolutionBackwardDataAlgorithmEx")) return CUDNN_STATUS_EXECUTION_FAILED;
   ConvShape g;
   if (!conv_shape(dx, w, c, dy, &g)) return CUDNN_STATUS_BAD_PARAM;
   if (!on_device(wp, w) || !on_device(dyp, dy) || !on_device(dxp, dx) || (ws_bytes && !in_device_memory(ws, ws_bytes)))
@@ -370,12 +380,13 @@ cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(cudnnHandle_t, const c
                                                                             false, ws_bytes, true);
   return CUDNN_STATUS_SUCCESS;
 }
-cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnnHandle_t, const cudnnTensorDescriptor_t x,
+cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
                                                             const void* xp, const cudnnTensorDescriptor_t dy,
                                                             const void* dyp, const cudnnConvolutionDescriptor_t c,
                                                             const cudnnFilterDescriptor_t dw, void* dwp, int requested,
                                                             int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* results,
                                                             void* ws, size_t ws_bytes) {
+  if (!stream_ok(h, "cudnnFindConvolutionBackwardFilterAlgorithmEx")) return CUDNN_STATUS_EXECUTION_FAILED;
   ConvShape g;
   if (!conv_shape(x, dw, c, dy, &g)) return CUDNN_STATUS_BAD_PARAM;
   if (!on_device(xp, x) || !on_device(dyp, dy) || !on_device(dwp, dw) || (ws_bytes && !in_device_memory(ws, ws_bytes)))
@@ -390,11 +401,15 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void* alpha, const 
                                       const void* xp, const cudnnFilterDescriptor_t w, const void* wp,
                                       const cudnnConvolutionDescriptor_t c, cudnnConvolutionFwdAlgo_t algo, void* ws,
                                       size_t ws_bytes, const void* beta, const cudnnTensorDescriptor_t y, void* yp) {
+  if (!stream_ok(h, "cudnnConvolutionForward")) return CUDNN_STATUS_EXECUTION_FAILED;
   ConvShape g;
   if (!conv_shape(x, w, c, y, &g) || x->type != w->type || x->type != y->type) return CUDNN_STATUS_BAD_PARAM;
   if (!on_device(xp, x) || !on_device(wp, w) || !on_device(yp, y))
     return refuse("cudnnConvolutionForward", "an operand outside device memory");
   if (cudnnStatus_t s = check_workspace("cudnnConvolutionForward", int(algo), g, ws, ws_bytes); s) return s;
+  if (overlap(yp, bytes(y), xp, bytes(x)) || overlap(yp, bytes(y), wp, bytes(w)) ||
+      (ws_bytes && overlap(yp, bytes(y), ws, ws_bytes)))
+    return refuse("cudnnConvolutionForward", "the output overlaps an input or the workspace", CUDNN_STATUS_BAD_PARAM);
   const std::vector<double> xv = read(xp, x->type, count(x)), wv = read(wp, w->type, count(w));
   std::vector<double> yv(static_cast<size_t>(count(y)), 0.0);
   for_each_product(g, [&](int64_t xi, int64_t wi, int64_t yi) { yv[size_t(yi)] += xv[size_t(xi)] * wv[size_t(wi)]; });
@@ -407,11 +422,15 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void* alpha, c
                                            const cudnnConvolutionDescriptor_t c, cudnnConvolutionBwdDataAlgo_t algo,
                                            void* ws, size_t ws_bytes, const void* beta,
                                            const cudnnTensorDescriptor_t dx, void* dxp) {
+  if (!stream_ok(h, "cudnnConvolutionBackwardData")) return CUDNN_STATUS_EXECUTION_FAILED;
   ConvShape g;
   if (!conv_shape(dx, w, c, dy, &g) || dx->type != w->type || dx->type != dy->type) return CUDNN_STATUS_BAD_PARAM;
   if (!on_device(wp, w) || !on_device(dyp, dy) || !on_device(dxp, dx))
     return refuse("cudnnConvolutionBackwardData", "an operand outside device memory");
   if (cudnnStatus_t s = check_workspace("cudnnConvolutionBackwardData", int(algo), g, ws, ws_bytes); s) return s;
+  if (overlap(dxp, bytes(dx), dyp, bytes(dy)) || overlap(dxp, bytes(dx), wp, bytes(w)) ||
+      (ws_bytes && overlap(dxp, bytes(dx), ws, ws_bytes)))
+    return refuse("cudnnConvolutionBackwardData", "the output overlaps an input or the workspace", CUDNN_STATUS_BAD_PARAM);
   const std::vector<double> dyv = read(dyp, dy->type, count(dy)), wv = read(wp, w->type, count(w));
   std::vector<double> dxv(static_cast<size_t>(count(dx)), 0.0);
   for_each_product(g, [&](int64_t xi, int64_t wi, int64_t yi) { dxv[size_t(xi)] += dyv[size_t(yi)] * wv[size_t(wi)]; });
@@ -424,11 +443,15 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void* alpha,
                                              const cudnnConvolutionDescriptor_t c, cudnnConvolutionBwdFilterAlgo_t algo,
                                              void* ws, size_t ws_bytes, const void* beta,
                                              const cudnnFilterDescriptor_t dw, void* dwp) {
+  if (!stream_ok(h, "cudnnConvolutionBackwardFilter")) return CUDNN_STATUS_EXECUTION_FAILED;
   ConvShape g;
   if (!conv_shape(x, dw, c, dy, &g) || x->type != dw->type || x->type != dy->type) return CUDNN_STATUS_BAD_PARAM;
   if (!on_device(xp, x) || !on_device(dyp, dy) || !on_device(dwp, dw))
     return refuse("cudnnConvolutionBackwardFilter", "an operand outside device memory");
   if (cudnnStatus_t s = check_workspace("cudnnConvolutionBackwardFilter", int(algo), g, ws, ws_bytes); s) return s;
+  if (overlap(dwp, bytes(dw), xp, bytes(x)) || overlap(dwp, bytes(dw), dyp, bytes(dy)) ||
+      (ws_bytes && overlap(dwp, bytes(dw), ws, ws_bytes)))
+    return refuse("cudnnConvolutionBackwardFilter", "the output overlaps an input or the workspace", CUDNN_STATUS_BAD_PARAM);
   const std::vector<double> xv = read(xp, x->type, count(x)), dyv = read(dyp, dy->type, count(dy));
   std::vector<double> dwv(static_cast<size_t>(count(dw)), 0.0);
   for_each_product(g, [&](int64_t xi, int64_t wi, int64_t yi) { dwv[size_t(wi)] += xv[size_t(xi)] * dyv[size_t(yi)]; });
@@ -439,6 +462,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void* alpha,
 cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t h, const void* alpha, const cudnnTensorDescriptor_t dy,
                                            const void* dyp, const void* beta, const cudnnTensorDescriptor_t db,
                                            void* dbp) {
+  if (!stream_ok(h, "cudnnConvolutionBackwardBias")) return CUDNN_STATUS_EXECUTION_FAILED;
   if (db->n != 1 || db->c != dy->c || db->h != 1 || db->w != 1) return CUDNN_STATUS_BAD_PARAM;
   if (!on_device(dyp, dy) || !on_device(dbp, db)) return refuse("cudnnConvolutionBackwardBias", "an operand outside device memory");
   std::vector<double> sum(static_cast<size_t>(dy->c), 0.0);
@@ -450,6 +474,7 @@ cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t h, const void* alpha, c
 }
 cudnnStatus_t cudnnAddTensor(cudnnHandle_t h, const void* alpha, const cudnnTensorDescriptor_t a, const void* ap,
                              const void* beta, const cudnnTensorDescriptor_t c, void* cp) {
+  if (!stream_ok(h, "cudnnAddTensor")) return CUDNN_STATUS_EXECUTION_FAILED;
   const bool per_channel = a->n == 1 && a->c == c->c && a->h == 1 && a->w == 1;
   const bool same = a->n == c->n && a->c == c->c && a->h == c->h && a->w == c->w;
   if (!per_channel && !same) return refuse("cudnnAddTensor", "a broadcast other than [1, C, 1, 1]");
@@ -470,10 +495,13 @@ cudnnStatus_t cudnnBatchNormalizationForwardTraining(cudnnHandle_t h, cudnnBatch
                                                      const void* bias, double factor, void* running_mean,
                                                      void* running_var, double eps, void* save_mean,
                                                      void* save_invstd) {
+  if (!stream_ok(h, "cudnnBatchNormalizationForwardTraining")) return CUDNN_STATUS_EXECUTION_FAILED;
   if (mode != CUDNN_BATCHNORM_SPATIAL) return refuse("cudnnBatchNormalizationForwardTraining", "not spatial");
   const int C = x->c;
   const int64_t plane = int64_t(x->h) * x->w, M = int64_t(x->n) * plane;
   if (eps < CUDNN_BN_MIN_EPSILON || stats->c != C || M < 1) return CUDNN_STATUS_BAD_PARAM;
+  if ((running_mean == nullptr) != (running_var == nullptr))
+    return refuse("cudnnBatchNormalizationForwardTraining", "one running statistic without the other", CUDNN_STATUS_BAD_PARAM);
   const size_t cb = size_t(C) * sizeof(float);
   if (!on_device(xp, x) || !on_device(yp, y) || !in_device_memory(scale, cb) || !in_device_memory(bias, cb) ||
       (running_mean && !in_device_memory(running_mean, cb)) || (running_var && !in_device_memory(running_var, cb)) ||
@@ -511,6 +539,7 @@ cudnnStatus_t cudnnBatchNormalizationForwardInference(cudnnHandle_t h, cudnnBatc
                                                       const cudnnTensorDescriptor_t y, void* yp,
                                                       const cudnnTensorDescriptor_t stats, const void* scale,
                                                       const void* bias, const void* mean, const void* var, double eps) {
+  if (!stream_ok(h, "cudnnBatchNormalizationForwardInference")) return CUDNN_STATUS_EXECUTION_FAILED;
   if (mode != CUDNN_BATCHNORM_SPATIAL) return refuse("cudnnBatchNormalizationForwardInference", "not spatial");
   const int C = x->c;
   const int64_t plane = int64_t(x->h) * x->w;
@@ -536,6 +565,7 @@ cudnnStatus_t cudnnBatchNormalizationBackward(cudnnHandle_t h, cudnnBatchNormMod
                                               const cudnnTensorDescriptor_t dx, void* dxp,
                                               const cudnnTensorDescriptor_t stats, const void* scale, void* dscale,
                                               void* dbias, double eps, const void* save_mean, const void* save_invstd) {
+  if (!stream_ok(h, "cudnnBatchNormalizationBackward")) return CUDNN_STATUS_EXECUTION_FAILED;
   if (mode != CUDNN_BATCHNORM_SPATIAL) return refuse("cudnnBatchNormalizationBackward", "not spatial");
   if (!save_mean || !save_invstd) return refuse("cudnnBatchNormalizationBackward", "without the saved statistics");
   const int C = x->c;
@@ -577,6 +607,7 @@ cudnnStatus_t cudnnBatchNormalizationBackward(cudnnHandle_t h, cudnnBatchNormMod
 cudnnStatus_t cudnnPoolingForward(cudnnHandle_t h, const cudnnPoolingDescriptor_t p, const void* alpha,
                                   const cudnnTensorDescriptor_t x, const void* xp, const void* beta,
                                   const cudnnTensorDescriptor_t y, void* yp) {
+  if (!stream_ok(h, "cudnnPoolingForward")) return CUDNN_STATUS_EXECUTION_FAILED;
   if (!pool_shape_ok(p, x, y)) return CUDNN_STATUS_BAD_PARAM;
   if (!on_device(xp, x) || !on_device(yp, y)) return refuse("cudnnPoolingForward", "an operand outside device memory");
   const std::vector<double> xv = read(xp, x->type, count(x));
@@ -596,7 +627,11 @@ cudnnStatus_t cudnnPoolingBackward(cudnnHandle_t h, const cudnnPoolingDescriptor
                                    const cudnnTensorDescriptor_t y, const void* yp, const cudnnTensorDescriptor_t dy,
                                    const void* dyp, const cudnnTensorDescriptor_t x, const void* xp, const void* beta,
                                    const cudnnTensorDescriptor_t dx, void* dxp) {
-  if (!pool_shape_ok(p, x, y)) return CUDNN_STATUS_BAD_PARAM;
+  if (!stream_ok(h, "cudnnPoolingBackward")) return CUDNN_STATUS_EXECUTION_FAILED;
+  auto same = [](const cudnnTensorStruct* a, const cudnnTensorStruct* b) {
+    return a->n == b->n && a->c == b->c && a->h == b->h && a->w == b->w;
+  };
+  if (!pool_shape_ok(p, x, y) || !same(dy, y) || !same(dx, x)) return CUDNN_STATUS_BAD_PARAM;
   if (!on_device(yp, y) || !on_device(dyp, dy) || !on_device(xp, x) || !on_device(dxp, dx))
     return refuse("cudnnPoolingBackward", "an operand outside device memory");
   const std::vector<double> dyv = read(dyp, dy->type, count(dy));
@@ -605,9 +640,15 @@ cudnnStatus_t cudnnPoolingBackward(cudnnHandle_t h, const cudnnPoolingDescriptor
     const double area = double(p->win_h) * p->win_w;
     for_each_window(p, x, y, [&](int64_t yi, int64_t xi) { if (xi >= 0) dxv[size_t(xi)] += dyv[size_t(yi)] / area; });
   } else {
-    const std::vector<int64_t> best = argmax(p, x, y, read(xp, x->type, count(x)));
-    for (size_t i = 0; i < best.size(); ++i)
-      if (best[i] >= 0) dxv[size_t(best[i])] += dyv[i];
+    // As cuDNN: the gradient goes to the window's first x equal to the forward's output y, so a y that is
+    // not the forward's output sends it elsewhere (or, matching nothing, nowhere).
+    const std::vector<double> xv = read(xp, x->type, count(x)), yv = read(yp, y->type, count(y));
+    std::vector<char> taken(yv.size(), 0);
+    for_each_window(p, x, y, [&](int64_t yi, int64_t xi) {
+      if (xi < 0 || taken[size_t(yi)]) return;
+      const double a = xv[size_t(xi)], b = yv[size_t(yi)];
+      if (a == b || (std::isnan(a) && std::isnan(b))) dxv[size_t(xi)] += dyv[size_t(yi)], taken[size_t(yi)] = 1;
+    });
   }
   blend(dxp, dx->type, dxv, scalar(alpha), scalar(beta));
   hetrain::on_host::note_work(h->stream);

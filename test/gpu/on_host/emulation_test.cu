@@ -119,6 +119,20 @@ TEST(CudaOnHost, InvalidConfigurationsFail) {
   cudaFree(d);
 }
 
+TEST(CudaOnHost, AHostPointerOrADestroyedStreamFailsTheLaunch) {
+  std::vector<int> host(8, 0);
+  grid_stride_kernel<<<1, 32>>>(host.data(), 8);  // a GPU would fault on this address
+  EXPECT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
+  EXPECT_EQ(host[0], 0) << "the kernel must not have run";
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  int* d = device_alloc<int>(8);
+  grid_stride_kernel<<<1, 32, 0, s>>>(d, 8);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+  cudaFree(d);
+}
+
 TEST(CudaOnHost, GridStrideLoopsCoverEveryElementOnce) {
   const int64_t n = 100003;
   int* d = device_alloc<int>(size_t(n));

@@ -16,6 +16,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -185,6 +186,11 @@ bool run_block(Grid& g, int threads) {
 
 void sync_threads() { wait_at(Wait::Block); }
 
+void refuse_argument(const char* kernel, int index) {
+  std::fprintf(stderr, "cuda on host: kernel %s: argument %d is a pointer outside device memory\n", kernel, index);
+  set_last_error(cudaErrorIllegalAddress);
+}
+
 uint64_t shuffle_xor(unsigned mask, uint64_t bits, int lane_mask, int width) {
   Grid& g = grid_state;
   if ((mask != 0xffffffffu || width != kWarp || lane_mask < 0 || lane_mask >= kWarp) && g.problem.empty())
@@ -217,7 +223,16 @@ void run_grid(const char* kernel, long long grid_size, long long block_size, siz
   g.body = &body;
   g.problem.clear();
   g.direct = g.waited = false;
-  g.fibers.clear();  // unwinds the fibers a failed launch left waiting
+  // Fibers a failed launch left waiting are never resumed again: kept, not destroyed (destroying one would
+  // unwind its stack behind AddressSanitizer's back). Their stacks are reused, which they never notice.
+  static auto* abandoned = new std::vector<ctx::fiber>;  // never destroyed: neither at exit
+  static std::mutex abandoned_mutex;
+  for (Fiber& f : g.fibers)
+    if (f.resume_at) {
+      std::lock_guard<std::mutex> lock(abandoned_mutex);
+      abandoned->push_back(std::move(f.resume_at));
+    }
+  g.fibers.clear();
   g.fibers.resize(size_t(threads));
   while (g.stacks.size() < size_t(threads)) g.stacks.emplace_back(new char[kFiberStack]);
   block_dim = Index3{unsigned(threads), 1, 1};

@@ -1,5 +1,6 @@
 // test/gpu/on_host/nccl.cpp — NCCL for a communicator of one rank, on the host, for test_gpu_on_host and
-// hetrain-on-host: the reduction of one rank is its own data. A GPU job of one rank (all its ranks on GPUs,
+// hetrain-on-host: the reduction of one rank is its own data. A non-blocking communicator's calls return
+// ncclInProgress and ncclCommGetAsyncError reports it once, so the callers' wait loops run. A GPU job of one rank (all its ranks on GPUs,
 // so NCCL) runs end to end; more ranks need more GPUs, which the host runtime does not have. These
 // definitions take the place of libnccl's for the program.
 #include <nccl.h>
@@ -10,12 +11,13 @@
 #include "runtime.hpp"
 
 struct ncclComm {
-  int rank = 0;
+  bool blocking = true;
+  bool in_progress = false;  // a non-blocking call's work, reported once by ncclCommGetAsyncError
 };
 
 extern "C" {
 
-ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, int rank, ncclConfig_t*) {
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, int rank, ncclConfig_t* config) {
   *comm = nullptr;
   if (nranks != 1 || rank != 0) {
     std::fprintf(stderr, "cuda on host: ncclCommInitRankConfig: %d ranks; the host runtime has one GPU, so one rank\n",
@@ -23,7 +25,10 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, 
     return ncclInvalidUsage;
   }
   *comm = new ncclComm;
-  return ncclSuccess;
+  // A non-blocking communicator (config.blocking = 0) is still being set up when the call returns, as NCCL's.
+  (*comm)->blocking = !config || config->blocking != 0;
+  (*comm)->in_progress = !(*comm)->blocking;
+  return (*comm)->in_progress ? ncclInProgress : ncclSuccess;
 }
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t,
@@ -40,16 +45,27 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
     std::fprintf(stderr, "cuda on host: ncclAllReduce: no communicator, or a buffer outside device memory\n");
     return ncclInvalidArgument;
   }
-  if (send != recv) std::memmove(recv, send, bytes);  // sum, average, min or max of one rank's data
+  const char *s = static_cast<const char*>(send), *r = static_cast<const char*>(recv);
+  if (s != r && s < r + bytes && r < s + bytes) {
+    std::fprintf(stderr, "cuda on host: ncclAllReduce: send and receive buffers overlap without being the same\n");
+    return ncclInvalidArgument;
+  }
+  if (!hetrain::on_host::usable_stream(stream, "ncclAllReduce")) return ncclUnhandledCudaError;
+  if (s != r) std::memcpy(recv, send, bytes);  // sum, average, min or max of one rank's data
   hetrain::on_host::note_work(stream);
-  return ncclSuccess;
+  comm->in_progress = !comm->blocking;
+  return comm->in_progress ? ncclInProgress : ncclSuccess;
 }
 
-ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* error) {
-  *error = ncclSuccess;
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* error) {
+  *error = comm->in_progress ? ncclInProgress : ncclSuccess;
+  comm->in_progress = false;
   return ncclSuccess;
 }
-ncclResult_t ncclCommFinalize(ncclComm_t) { return ncclSuccess; }
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  comm->in_progress = !comm->blocking;
+  return comm->in_progress ? ncclInProgress : ncclSuccess;
+}
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   delete comm;
   return ncclSuccess;

@@ -32,6 +32,7 @@ struct State {
   std::map<uintptr_t, size_t> device, pinned;  // allocation start → bytes
   size_t device_in_use = 0;
   std::set<void*> streams, events;
+  uintptr_t handles_made = 0;  // streams and events are numbered, never reused (a freed address could be)
   std::map<void*, bool> unseen_work;  // per stream (nullptr: legacy default)
   int current_device = 0;
 };
@@ -62,6 +63,14 @@ bool valid_stream(const State& s, cudaStream_t st) {
 }  // namespace
 
 void set_last_error(cudaError_t e) { last_error = e; }
+
+bool usable_stream(cudaStream_t stream, const char* who) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (valid_stream(s, stream)) return true;
+  std::fprintf(stderr, "cuda on host: %s: a stream that does not exist (destroyed, or never created)\n", who);
+  return false;
+}
 
 bool in_device_memory(const void* p, size_t bytes) {
   State& s = state();
@@ -100,6 +109,7 @@ const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     default: return "cudaErrorUnknown";
   }
 }
@@ -113,6 +123,7 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     default: return "an error the host runtime does not name";
   }
 }
@@ -153,7 +164,12 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->sharedMemPerBlock = 48 * 1024;
   return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  for (auto& stream : s.unseen_work) stream.second = false;
+  return cudaSuccess;
+}
 
 // ---------------------------------------------------------------- memory
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
@@ -227,9 +243,11 @@ cudaError_t copy(const char* call, void* dst, const void* src, size_t bytes, cud
     if ((dst_dev && holding(s.device, dst, bytes) == s.device.end()) ||
         (src_dev && holding(s.device, src, bytes) == s.device.end()))
       return fail(cudaErrorInvalidValue, call, "the copy runs past the end of its device allocation");
+    const char *d = static_cast<const char*>(dst), *r = static_cast<const char*>(src);
+    if (bytes && d < r + bytes && r < d + bytes)
+      return fail(cudaErrorInvalidValue, call, "source and destination overlap (undefined on a GPU)");
   }
-  std::memmove(dst, src, bytes);
-  if (st) note_work(st);
+  std::memcpy(dst, src, bytes);
   return cudaSuccess;
 }
 }  // namespace
@@ -238,7 +256,9 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
   return copy("cudaMemcpy", dst, src, bytes, kind, nullptr);
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t st) {
-  return copy("cudaMemcpyAsync", dst, src, bytes, kind, st);
+  const cudaError_t e = copy("cudaMemcpyAsync", dst, src, bytes, kind, st);
+  if (e == cudaSuccess) note_work(st);
+  return e;
 }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t st) {
   State& s = state();
@@ -257,7 +277,7 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t st) {
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* st, unsigned int) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  *st = reinterpret_cast<cudaStream_t>(new char);
+  *st = reinterpret_cast<cudaStream_t>(++s.handles_made * 64);
   s.streams.insert(*st);
   return cudaSuccess;
 }
@@ -266,7 +286,6 @@ cudaError_t cudaStreamDestroy(cudaStream_t st) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.streams.erase(st)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy", "unknown stream");
   s.unseen_work.erase(st);
-  delete reinterpret_cast<char*>(st);
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t st) {
@@ -296,7 +315,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned int) {
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  *e = reinterpret_cast<cudaEvent_t>(new char);
+  *e = reinterpret_cast<cudaEvent_t>(++s.handles_made * 64);
   s.events.insert(*e);
   return cudaSuccess;
 }
@@ -304,7 +323,6 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.events.erase(e)) return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy", "unknown event");
-  delete reinterpret_cast<char*>(e);
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st) {

@@ -11,6 +11,9 @@ namespace hetrain::on_host {
 void set_last_error(cudaError_t e);
 // Whether [p, p + bytes) lies inside one device allocation.
 bool in_device_memory(const void* p, size_t bytes);
+// Whether `stream` may take work: the legacy or per-thread default stream, or one created and not destroyed.
+// When not, prints why on stderr (naming `who`).
+bool usable_stream(cudaStream_t stream, const char* who);
 // Marks `stream` (nullptr: the legacy default stream) as having work that a query has not seen yet.
 void note_work(cudaStream_t stream);
 }  // namespace hetrain::on_host
