@@ -177,6 +177,37 @@ TEST(CudaOnHost, TheRuntimeIsStricterThanAGpu) {
   (void)cudaGetLastError();
 }
 
+TEST(CudaOnHost, ACopyIntoPinnedMemoryLandsWhenTheHostWaits) {
+  int* d = device_alloc<int>(4);
+  const int ones[4] = {1, 1, 1, 1};
+  ASSERT_EQ(cudaMemcpy(d, ones, sizeof ones, cudaMemcpyHostToDevice), cudaSuccess);
+  void* p = nullptr;
+  ASSERT_EQ(cudaMallocHost(&p, sizeof ones), cudaSuccess);
+  int* pinned = static_cast<int*>(p);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
+  for (int round = 0; round < 3; ++round) {
+    pinned[0] = 0;
+    ASSERT_EQ(cudaMemcpyAsync(pinned, d, sizeof ones, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    EXPECT_EQ(pinned[0], 0) << "read before waiting: the copy has not landed";
+    switch (round) {
+      case 0: ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess); break;
+      case 1:
+        ASSERT_EQ(cudaEventRecord(e, s), cudaSuccess);
+        ASSERT_EQ(cudaEventQuery(e), cudaSuccess);
+        break;
+      default: ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    }
+    EXPECT_EQ(pinned[0], 1) << "round " << round << ": waited, the copy has landed";
+  }
+  cudaEventDestroy(e);
+  cudaStreamDestroy(s);
+  cudaFreeHost(p);
+  cudaFree(d);
+}
+
 TEST(CudaOnHost, AStreamWithNewWorkIsBusyOnce) {
   cudaStream_t s = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);

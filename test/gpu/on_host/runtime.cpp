@@ -7,7 +7,9 @@
 // 64 MiB an allocation) is filled with NaN bytes (a GPU leaves it undefined, often zero); a copy or memset
 // must stay inside one allocation and match its stated direction; freeing an unknown pointer or handle
 // fails; a stream query after new work says "not ready" once (as a GPU busy with it would), so wait loops
-// run.
+// run; and an asynchronous copy from the device into pinned host memory lands only when the host has waited
+// for it (the stream, an event recorded after it, or the device synchronised), so host code that reads the
+// buffer too early reads what was there before, as it often would on a GPU.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include "runtime.hpp"
 
@@ -34,6 +37,13 @@ struct State {
   std::set<void*> streams, events;
   uintptr_t handles_made = 0;  // streams and events are numbered, never reused (a freed address could be)
   std::map<void*, bool> unseen_work;  // per stream (nullptr: legacy default)
+  // Copies from the device into pinned memory that have not landed yet, per stream, in order.
+  struct PendingCopy {
+    void* dst;
+    std::vector<char> data;
+  };
+  std::map<void*, std::vector<PendingCopy>> pending;
+  std::map<void*, void*> recorded_on;  // event → the stream it was last recorded on
   int current_device = 0;
 };
 State& state() {
@@ -59,6 +69,18 @@ bool touches_device(const State& s, const void* p) { return holding(s.device, p,
 
 bool valid_stream(const State& s, cudaStream_t st) {
   return st == nullptr || st == cudaStreamLegacy || st == cudaStreamPerThread || s.streams.count(st) != 0;
+}
+void* stream_key(cudaStream_t st) { return st == cudaStreamLegacy ? nullptr : static_cast<void*>(st); }
+
+// The host has waited for `st`: its pending copies land (the caller holds the mutex).
+void land(State& s, void* st) {
+  auto it = s.pending.find(st);
+  if (it == s.pending.end()) return;
+  for (State::PendingCopy& c : it->second) std::memcpy(c.dst, c.data.data(), c.data.size());
+  s.pending.erase(it);
+}
+void land_all(State& s) {
+  while (!s.pending.empty()) land(s, s.pending.begin()->first);
 }
 }  // namespace
 
@@ -167,6 +189,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 cudaError_t cudaDeviceSynchronize() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
+  land_all(s);
   for (auto& stream : s.unseen_work) stream.second = false;
   return cudaSuccess;
 }
@@ -201,6 +224,7 @@ cudaError_t cudaFree(void* p) {
   std::lock_guard<std::mutex> lock(s.mutex);
   auto it = s.device.find(reinterpret_cast<uintptr_t>(p));
   if (it == s.device.end()) return fail(cudaErrorInvalidValue, "cudaFree", "not the start of a device allocation");
+  land_all(s);  // cudaFree waits for the device
   s.device_in_use -= it->second;
   s.device.erase(it);
   std::free(p);
@@ -218,6 +242,7 @@ cudaError_t cudaFreeHost(void* p) {
   if (!p) return cudaSuccess;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
+  land_all(s);  // cudaFreeHost waits for the device
   if (!s.pinned.erase(reinterpret_cast<uintptr_t>(p)))
     return fail(cudaErrorInvalidValue, "cudaFreeHost", "not a pinned allocation");
   std::free(p);
@@ -225,7 +250,8 @@ cudaError_t cudaFreeHost(void* p) {
 }
 
 namespace {
-cudaError_t copy(const char* call, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t st) {
+cudaError_t copy(const char* call, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t st,
+               bool async) {
   State& s = state();
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -246,17 +272,26 @@ cudaError_t copy(const char* call, void* dst, const void* src, size_t bytes, cud
     const char *d = static_cast<const char*>(dst), *r = static_cast<const char*>(src);
     if (bytes && d < r + bytes && r < d + bytes)
       return fail(cudaErrorInvalidValue, call, "source and destination overlap (undefined on a GPU)");
+    // Into pinned memory, asynchronously: lands when the host waits (see the file's header). Into pageable
+    // memory the runtime returns only once the copy is done.
+    if (async && src_dev && !dst_dev && holding(s.pinned, dst, bytes) != s.pinned.end()) {
+      s.pending[stream_key(st)].push_back({dst, std::vector<char>(r, r + bytes)});
+      return cudaSuccess;
+    }
+    // What reads host memory comes after the stream's earlier copies into it (and a synchronous copy runs
+    // on the legacy stream).
+    if (!src_dev) land(s, stream_key(st));
+    std::memcpy(dst, src, bytes);
   }
-  std::memcpy(dst, src, bytes);
   return cudaSuccess;
 }
 }  // namespace
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-  return copy("cudaMemcpy", dst, src, bytes, kind, nullptr);
+  return copy("cudaMemcpy", dst, src, bytes, kind, nullptr, false);
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t st) {
-  const cudaError_t e = copy("cudaMemcpyAsync", dst, src, bytes, kind, st);
+  const cudaError_t e = copy("cudaMemcpyAsync", dst, src, bytes, kind, st, true);
   if (e == cudaSuccess) note_work(st);
   return e;
 }
@@ -286,6 +321,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t st) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.streams.erase(st)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy", "unknown stream");
   s.unseen_work.erase(st);
+  land(s, st);  // its work still completes
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t st) {
@@ -293,6 +329,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t st) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!valid_stream(s, st)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize", "unknown stream");
   s.unseen_work[st] = false;
+  land(s, stream_key(st));
   return cudaSuccess;
 }
 cudaError_t cudaStreamQuery(cudaStream_t st) {
@@ -300,7 +337,10 @@ cudaError_t cudaStreamQuery(cudaStream_t st) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!valid_stream(s, st)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamQuery", "unknown stream");
   bool& unseen = s.unseen_work[st];
-  if (!unseen) return cudaSuccess;
+  if (!unseen) {
+    land(s, stream_key(st));
+    return cudaSuccess;
+  }
   unseen = false;
   last_error = cudaErrorNotReady;  // as the runtime does: the caller must clear it
   return cudaErrorNotReady;
@@ -310,6 +350,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned int) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!valid_stream(s, st) || !s.events.count(e))
     return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent", "unknown stream or event");
+  if (auto it = s.recorded_on.find(e); it != s.recorded_on.end()) land(s, it->second);  // ordered after it
   return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
@@ -323,6 +364,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.events.erase(e)) return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy", "unknown event");
+  s.recorded_on.erase(e);
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st) {
@@ -330,11 +372,13 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!valid_stream(s, st) || !s.events.count(e))
     return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord", "unknown stream or event");
+  s.recorded_on[e] = stream_key(st);
   return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.events.count(e)) return fail(cudaErrorInvalidResourceHandle, "cudaEventQuery", "unknown event");
+  if (auto it = s.recorded_on.find(e); it != s.recorded_on.end()) land(s, it->second);
   return cudaSuccess;
 }
