@@ -130,29 +130,7 @@ fi
 if share gpu-tests 110 && need_bin gpu-tests "$bin/test_gpu"; then
   gpu_run_tests "$out" "$lim" --gtest_filter='-GpuVersions.*'
   say "$gt_line"
-  # One line per test: its status and, from its RESULT parity lines, the number of comparisons with the CPU
-  # twin, the largest |GPU - CPU|, the largest relative difference and the worst share of the tolerance.
-  awk '
-    FNR == NR {
-      if ($1 != "RESULT" || $2 != "parity") next
-      t = ""; w = ""
-      for (i = 3; i <= NF; i++) {
-        split($i, kv, "=")
-        if (kv[1] == "test") t = kv[2]
-        else if (kv[1] == "max_abs" && kv[2] + 0 > abs[t] + 0) abs[t] = kv[2]
-        else if (kv[1] == "max_rel" && kv[2] + 0 > rl[t] + 0) rl[t] = kv[2]
-        else if (kv[1] == "tol_frac") { f = (kv[2] == "inf") ? 1e300 : kv[2] + 0
-          if (!(t in frac) || f > frac[t]) { frac[t] = f; match($0, /what="[^"]*"/); worst[t] = substr($0, RSTART + 5, RLENGTH - 5) } }
-      }
-      n[t]++
-      next
-    }
-    / \([0-9]+ ms\)$/ && /^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z]/ {
-      st = ($2 == "OK") ? "passed" : $2
-      t = $4
-      if (t in n) printf "  %-7s %s: %d comparisons with the CPU twin, max |gpu-cpu| %s, max rel %s, worst %s of the tolerance (%s)\n", st, t, n[t], abs[t] + 0, rl[t] + 0, frac[t] >= 1e300 ? "inf" : frac[t], worst[t]
-      else printf "  %-7s %s: no CPU-twin figures (checks behaviour)\n", st, t
-    }' "$HETRAIN_GPU_RESULTS" "$out/test_gpu.log" | tee -a "$summary" >/dev/null
+  gpu_parity_table "$HETRAIN_GPU_RESULTS" "$out/test_gpu.log" | tee -a "$summary" >/dev/null
   grep -E '^RESULT' "$HETRAIN_GPU_RESULTS" | grep -vE '^RESULT (parity|versions|loaded) ' | sed 's/^/  /' | tee -a "$summary" >/dev/null
   if [ $gt_rc -eq 0 ]; then done_part gpu-tests passed
   else done_part gpu-tests "FAILED (${gt_why:-$gt_failed test(s) failed, exit $gt_rc})"; fi

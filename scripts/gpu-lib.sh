@@ -12,6 +12,7 @@
 #                          $budget from $started is short); sets m_line or m_why; log in $step_log
 #   gpu_resnet50_bench     the resnet50 224 b64 comparison with PyTorch at fp32, tf32, bf16, fp16: calls
 #                          `report LINE` per precision, appends to bench_failed what hetrain left unmeasured
+#   gpu_parity_table RESULTS LOG   per test of test_gpu's LOG: its status and its parity figures from RESULTS
 set -uo pipefail
 export LC_NUMERIC=C               # printf/awk read and write "812.5"
 orig_ld_path=${LD_LIBRARY_PATH-}  # Python runs with this: the bundle's lib/ could shadow its own libraries
@@ -213,4 +214,32 @@ gpu_resnet50_bench() {
   bench_note=""
   [ -n "$h_line$p_line" ] && bench_note="  (ratio = hetrain / PyTorch, > 1: hetrain faster; PyTorch: $(field impl "${p_line:-impl=-}"), python $torch_py; raw lines in $step_log)"
   return 0
+}
+
+# gpu_parity_table RESULTS LOG: one line per test of test_gpu's LOG, with its status and, from its "RESULT
+# parity" lines in RESULTS (test/gpu/gpu_test_util.hpp), the number of comparisons with the CPU twin, the
+# largest |GPU - CPU|, the largest relative difference and the worst share of the tolerance (and of which
+# comparison). Every conditional inside print(f) is parenthesised: mawk reads a bare > there as a redirection.
+gpu_parity_table() {
+  awk '
+    FNR == NR {
+      if ($1 != "RESULT" || $2 != "parity") next
+      t = ""; w = ""
+      for (i = 3; i <= NF; i++) {
+        split($i, kv, "=")
+        if (kv[1] == "test") t = kv[2]
+        else if (kv[1] == "max_abs" && kv[2] + 0 > abs[t] + 0) abs[t] = kv[2]
+        else if (kv[1] == "max_rel" && kv[2] + 0 > rl[t] + 0) rl[t] = kv[2]
+        else if (kv[1] == "tol_frac") { f = (kv[2] == "inf") ? 1e300 : kv[2] + 0
+          if (!(t in frac) || f > frac[t]) { frac[t] = f; match($0, /what="[^"]*"/); worst[t] = substr($0, RSTART + 5, RLENGTH - 5) } }
+      }
+      n[t]++
+      next
+    }
+    / \([0-9]+ ms\)$/ && /^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z]/ {
+      st = ($2 == "OK") ? "passed" : $2
+      t = $4
+      if (t in n) printf "  %-7s %s: %d comparisons with the CPU twin, max |gpu-cpu| %s, max rel %s, worst %s of the tolerance (%s)\n", st, t, n[t], abs[t] + 0, rl[t] + 0, (frac[t] >= 1e300 ? "inf" : frac[t]), worst[t]
+      else printf "  %-7s %s: no CPU-twin figures (checks behaviour)\n", st, t
+    }' "$1" "$2"
 }

@@ -141,25 +141,28 @@ bool conv_shape(const cudnnTensorStruct* x, const cudnnFilterStruct* w, const cu
   s->Q = (x->w + 2 * c->pad_w - c->dil_w * (w->s - 1) - 1) / c->stride_w + 1;
   return s->P > 0 && s->Q > 0 && (!y || (y->h == s->P && y->w == s->Q));
 }
-// Calls f(n, k, p, q, c, r, s, x index, w index, y index) for every product of the convolution.
+// Calls f(x index, w index, y index) for every product of the convolution: each output's products in the
+// order (c, r, s), the output column innermost (the loop that has to be fast).
 template <class F>
 void for_each_product(const ConvShape& g, F f) {
   for (int n = 0; n < g.N; ++n)
     for (int k = 0; k < g.K; ++k)
-      for (int p = 0; p < g.P; ++p)
-        for (int q = 0; q < g.Q; ++q) {
-          const int64_t yi = ((int64_t(n) * g.K + k) * g.P + p) * g.Q + q;
-          for (int c = 0; c < g.C; ++c)
-            for (int r = 0; r < g.R; ++r) {
+      for (int c = 0; c < g.C; ++c)
+        for (int r = 0; r < g.R; ++r)
+          for (int s = 0; s < g.S; ++s) {
+            const int64_t wi = ((int64_t(k) * g.C + c) * g.R + r) * g.S + s;
+            const int shift = s * g.dw - g.pad_w;  // input column = q·stride + shift
+            const int q_lo = shift >= 0 ? 0 : (-shift + g.sv - 1) / g.sv;
+            const int last = g.W - 1 - shift;
+            const int q_hi = last < 0 ? 0 : std::min(g.Q, last / g.sv + 1);
+            for (int p = 0; p < g.P; ++p) {
               const int h = p * g.su - g.pad_h + r * g.dh;
               if (h < 0 || h >= g.H) continue;
-              for (int s = 0; s < g.S; ++s) {
-                const int w = q * g.sv - g.pad_w + s * g.dw;
-                if (w < 0 || w >= g.W) continue;
-                f(((int64_t(n) * g.C + c) * g.H + h) * g.W + w, ((int64_t(k) * g.C + c) * g.R + r) * g.S + s, yi);
-              }
+              const int64_t x_row = ((int64_t(n) * g.C + c) * g.H + h) * g.W + shift;
+              const int64_t y_row = ((int64_t(n) * g.K + k) * g.P + p) * g.Q;
+              for (int q = q_lo; q < q_hi; ++q) f(x_row + int64_t(q) * g.sv, wi, y_row + q);
             }
-        }
+          }
 }
 
 // The two algorithms of each direction (see the file's header).
