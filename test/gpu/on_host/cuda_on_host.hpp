@@ -1,13 +1,13 @@
 // test/gpu/on_host/cuda_on_host.hpp — what lets the host compiler build kernels/*.cu and src/cuda/*.cu for
-// test_gpu_on_host (docs/testing.md, "GPU tests on the host"). The Makefile force-includes it (-include)
-// after rewriting each launch `k<<<grid, block, shared, stream>>>(args)` into
+// test_gpu_on_host and build/on-host/hetrain (docs/testing.md, "GPU tests on the host"). The Makefile
+// force-includes it (-include) after rewriting each launch `k<<<grid, block, shared, stream>>>(args)` into
 // `::hetrain::on_host::launch("k", k, grid, block, shared, stream)(args)`.
 //
-// A launch runs at once, on the calling thread: block after block, and each block's threads as fibers that
-// switch only at __syncthreads and __shfl_xor_sync, so the kernel's own indexing, reductions and barriers
-// run as written. What this cannot show: races between threads, the device's memory model, the order of
-// work on streams (every launch and copy completes before it returns), FMA contraction and nvcc's other
-// float rewrites, speed. Only one-dimensional grids and blocks, which is all the kernels use.
+// A launch runs at once, on the calling thread, block after block (grid.cpp): threads meet at
+// __syncthreads and __shfl_xor_sync, so the kernel's own indexing, reductions and barriers run as written.
+// What this cannot show: races between threads, the device's memory model, the order of work across streams
+// (every launch completes before it returns), FMA contraction and nvcc's other float rewrites, speed. Only
+// one-dimensional grids and blocks, which is all the kernels use.
 #pragma once
 
 // The CUDA headers keep these definitions when they are there before them (crt/host_defines.h).

@@ -194,8 +194,11 @@ TEST(CudaOnHost, ACopyIntoPinnedMemoryLandsWhenTheHostWaits) {
     EXPECT_EQ(pinned[0], 0) << "read before waiting: the copy has not landed";
     switch (round) {
       case 0: ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess); break;
-      case 1:
+      case 1:  // an event recorded after the copy: "not ready" once, then done
         ASSERT_EQ(cudaEventRecord(e, s), cudaSuccess);
+        ASSERT_EQ(cudaEventQuery(e), cudaErrorNotReady);
+        ASSERT_EQ(cudaGetLastError(), cudaErrorNotReady);
+        EXPECT_EQ(pinned[0], 0) << "the event is not ready: the copy has not landed";
         ASSERT_EQ(cudaEventQuery(e), cudaSuccess);
         break;
       default: ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);

@@ -1,14 +1,14 @@
-// test/gpu/on_host/grid.cpp — a kernel launch on the host (cuda_on_host.hpp): each block's threads are
-// fibers (Boost.Context) run by one scheduler on the calling thread. A fiber runs until it finishes or reaches a
+// test/gpu/on_host/grid.cpp — a kernel launch on the host (cuda_on_host.hpp): each block's threads are fibers
+// (Boost.Context) run by one scheduler on the calling thread. A fiber runs until it finishes or reaches a
 // barrier: __syncthreads, where the whole block must meet, or a warp shuffle, where its 32 lanes must. When
 // no fiber can run, the scheduler releases a warp whose lanes all wait at a shuffle (handing each lane its
 // partner's value) or, failing that, the block if every thread waits at __syncthreads. Anything else is a
 // kernel that would hang or misbehave on a GPU, and fails the launch.
 //
-// Fibers cost a switch per thread, too slow for the element-wise kernels' millions of threads. So
-// only block 0 runs as fibers; when none of its threads reached a barrier, the later blocks' threads are
-// plain calls, one after another, and a barrier reached there fails the launch (a kernel whose blocks
-// differ in that way is not emulated; none of ours does).
+// Fibers cost a switch per thread, too slow for the element-wise kernels' millions of threads. So only block
+// 0 runs as fibers; when none of its threads reached a barrier, the later blocks' threads are plain calls,
+// one after another, and a barrier reached there fails the launch (a kernel whose blocks differ in that way
+// is not emulated; none of ours does).
 #include <boost/context/fiber.hpp>
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>

@@ -2,14 +2,17 @@
 // and build/on-host/hetrain (docs/testing.md, "GPU tests on the host"); linked instead of libcudart. cuBLAS,
 // cuDNN and NCCL are emulated beside it (cublas.cpp, cudnn.cpp, nccl.cpp).
 //
-// One device of 4 GiB, compute capability 9.0. Every call completes before it returns, so streams and
-// events only need to exist. Stricter than a GPU where that catches our mistakes: new device memory (up to
-// 64 MiB an allocation) is filled with NaN bytes (a GPU leaves it undefined, often zero); a copy or memset
-// must stay inside one allocation and match its stated direction; freeing an unknown pointer or handle
-// fails; a stream query after new work says "not ready" once (as a GPU busy with it would), so wait loops
-// run; and an asynchronous copy from the device into pinned host memory lands only when the host has waited
-// for it (the stream, an event recorded after it, or the device synchronised), so host code that reads the
-// buffer too early reads what was there before, as it often would on a GPU.
+// One device of 4 GiB, compute capability 9.0. Work runs when it is issued, so streams and events only need
+// to exist, except where waiting matters (below). Stricter than a GPU where that catches our mistakes:
+// - new device memory (up to 64 MiB an allocation) is filled with NaN bytes (a GPU leaves it undefined,
+//   often zero);
+// - a copy or memset must stay inside one allocation and match its stated direction; freeing an unknown
+//   pointer or handle fails;
+// - a stream query after new work, and a query of an event recorded after new work, say "not ready" once
+//   (as a GPU busy with it would), so wait loops run;
+// - an asynchronous copy from the device into pinned host memory lands only when the host has waited for it
+//   (the stream, an event recorded after it, or the device), so host code that reads the buffer too early
+//   reads what was there before, as it often would on a GPU.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -44,6 +47,7 @@ struct State {
   };
   std::map<void*, std::vector<PendingCopy>> pending;
   std::map<void*, void*> recorded_on;  // event → the stream it was last recorded on
+  std::set<void*> events_busy;         // recorded after new work: the next query says "not ready"
   int current_device = 0;
 };
 State& state() {
@@ -365,6 +369,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.events.erase(e)) return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy", "unknown event");
   s.recorded_on.erase(e);
+  s.events_busy.erase(e);
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st) {
@@ -373,12 +378,19 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st) {
   if (!valid_stream(s, st) || !s.events.count(e))
     return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord", "unknown stream or event");
   s.recorded_on[e] = stream_key(st);
+  auto work = s.unseen_work.find(st);
+  if (work != s.unseen_work.end() && work->second) s.events_busy.insert(e);
+  else s.events_busy.erase(e);
   return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.events.count(e)) return fail(cudaErrorInvalidResourceHandle, "cudaEventQuery", "unknown event");
+  if (s.events_busy.erase(e)) {
+    last_error = cudaErrorNotReady;  // as for a stream: the caller must clear it
+    return cudaErrorNotReady;
+  }
   if (auto it = s.recorded_on.find(e); it != s.recorded_on.end()) land(s, it->second);
   return cudaSuccess;
 }
