@@ -141,7 +141,9 @@ void ElasticCenter::push_sixteen(const float* delta) {
     const double waited = std::chrono::duration<double>(now - start).count();
     HT_CHECK(owners.empty() || stall_seconds_ <= 0 || waited < stall_seconds_, "rank ", rank_, ": rank ",
              owners.empty() ? -1 : owners.front(), " has not taken this rank's 16-bit center push for ", int(waited),
-             " s (--stall-timeout): it stopped serving its shard of the center");
+             " s (--stall-timeout): it stopped serving its shard of the center (this rank's pushes to it: ",
+             owners.empty() ? 0 : w.sent[size_t(owners.front())], " posted, ",
+             owners.empty() ? 0 : w.consumed[size_t(owners.front())], " taken)");
     next_ask = now + interval;
     interval = std::min(interval * 2, std::chrono::microseconds(1000));
   }

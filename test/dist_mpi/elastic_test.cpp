@@ -80,12 +80,22 @@ TEST(ElasticCenter, SixteenBitTradesAddEveryPush) {
     ElasticCenter center(MPI_COMM_WORLD, n, initial.data(), wire);
     std::vector<float> read(n);
     center.read_for_trade(read.data());
-    int64_t rounded = 0;
+    // Every check below counts and reports without returning: a rank that left the test early would leave
+    // the others waiting for it to serve its shard (they would stall for --stall-timeout, then fail).
+    int64_t rounded = 0, wrong = 0, first_wrong = -1;
+    auto check = [&](float got, float want, int64_t i) {
+      if (got == want) return;
+      if (wrong++ == 0) first_wrong = i, ADD_FAILURE() << "element " << i << ": got " << got << ", want " << want;
+    };
     for (int64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(read[size_t(i)], widen_from_wire(narrow_to_wire(initial[size_t(i)], wire), wire)) << i;
+      check(read[size_t(i)], widen_from_wire(narrow_to_wire(initial[size_t(i)], wire), wire), i);
       rounded += read[size_t(i)] != initial[size_t(i)];
     }
+    EXPECT_EQ(wrong, 0) << "initial 16-bit copy, first wrong element " << first_wrong;
     EXPECT_GT(rounded, 0);  // the trade read really is 16-bit
+    // No rank pushes before every rank has read the initial copies: an owner serving an early push
+    // rewrites its copy under a slower rank's first read.
+    MPI_Barrier(MPI_COMM_WORLD);
     // Rank r pushes 3 + 4r times: the ranks that finish first serve the others from the barrier.
     const int pushes = 3 + 4 * rank;
     std::vector<float> delta(n);
@@ -98,15 +108,19 @@ TEST(ElasticCenter, SixteenBitTradesAddEveryPush) {
     wait_serving(&barrier);
     std::vector<float> got(n);
     center.read(got.data());
+    wrong = 0, first_wrong = -1;
     for (int64_t i = 0; i < n; ++i) {
       double want = initial[size_t(i)];
       for (int r = 0; r < size; ++r)
         for (int k = 0; k < 3 + 4 * r; ++k) want += double((r + 1) * ((i + k) % 5) - 2);
-      ASSERT_EQ(double(got[size_t(i)]), want) << "element " << i;
+      check(got[size_t(i)], float(want), i);
+      EXPECT_EQ(double(float(want)), want) << "the test's sums must be exact in float";
     }
+    EXPECT_EQ(wrong, 0) << "FP32 center after every push, first wrong element " << first_wrong;
     center.read_for_trade(read.data());
-    for (int64_t i = 0; i < n; ++i)
-      ASSERT_EQ(read[size_t(i)], widen_from_wire(narrow_to_wire(got[size_t(i)], wire), wire)) << "copy of " << i;
+    wrong = 0, first_wrong = -1;
+    for (int64_t i = 0; i < n; ++i) check(read[size_t(i)], widen_from_wire(narrow_to_wire(got[size_t(i)], wire), wire), i);
+    EXPECT_EQ(wrong, 0) << "16-bit copy after every push, first wrong element " << first_wrong;
     MPI_Barrier(MPI_COMM_WORLD);  // every rank's reads are done before the windows go
     center.close();
   }
