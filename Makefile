@@ -302,14 +302,11 @@ $(BIN)/test_gpu_on_host: $(GPU_TEST_OBJS) $(ON_HOST_OWN_OBJS) $(ON_HOST_LIBS) $(
 	@mkdir -p $(BIN)
 	@echo "  LD   $@"
 	@$(CXX_PLAIN) -fsanitize=address -o $@ $(GPU_TEST_OBJS) $(ON_HOST_OWN_OBJS) $(call link_libs,$(ON_HOST_LIBS)) -lgtest -lgtest_main $(BLAS_LIBS) $(if $(HAVE_DNNL),$(DNNL_LIBS)) -lyaml-cpp -lboost_context -fopenmp -pthread $(filter-out -lcudart,$(CUDA_LIBS))
-# hetrain itself on the host runtime, for the end-to-end tests of GPU ranks (test/e2e/train_gpu_on_host.sh),
-# and the step benchmark, for a rehearsal of the first GPU run (make gpu-first-run-on-host).
+# hetrain itself on the host runtime, for the end-to-end tests of GPU ranks (test/e2e/train_gpu_on_host.sh).
 ON_HOST_ALL_LIBS := $(subst $(call lib_of,ops),$(ON_HOST)/libht_ops.a,$(subst $(call lib_of,cuda),$(ON_HOST)/libht_cuda.a,$(ALL_LIBS)))
-$(ON_HOST)/hetrain: $(OBJ)/src/apps/hetrain_main.o
-$(ON_HOST)/bench_train_step: $(OBJ)/bench/train_step_bench.o
-$(ON_HOST)/hetrain $(ON_HOST)/bench_train_step: $(ON_HOST_RUNTIME_OBJS) $(ON_HOST_ALL_LIBS) $(CONFIG_STAMP)
+$(ON_HOST)/hetrain: $(OBJ)/src/apps/hetrain_main.o $(ON_HOST_RUNTIME_OBJS) $(ON_HOST_ALL_LIBS) $(CONFIG_STAMP)
 	@echo "  LD   $@"
-	@$(MPICXX) -fsanitize=address -o $@ $(filter %_main.o %_bench.o,$^) $(ON_HOST_RUNTIME_OBJS) \
+	@$(MPICXX) -fsanitize=address -o $@ $< $(ON_HOST_RUNTIME_OBJS) \
 	  $(call link_libs,$(ON_HOST_ALL_LIBS)) -lboost_context $(filter-out -lcudart,$(LDLIBS))
 -include $(ON_HOST_CU_OBJS:.o=.d) $(ON_HOST_OWN_OBJS:.o=.d)
 WHOLE_LIBS += $(ON_HOST)/libht_ops.a $(ON_HOST)/libht_cuda.a

@@ -71,12 +71,10 @@ struct Launch {
   void operator()(Args&&... args) const {
     std::tuple<std::decay_t<Params>...> copied(std::forward<Args>(args)...);
     if (!usable_stream(stream, name)) return set_last_error(cudaErrorInvalidResourceHandle);
-    int bad = -1;
-    std::apply([&](const auto&... a) {
-      int i = 0;
-      ((bad = bad < 0 && !device_pointer(a) ? i : bad, ++i), ...);
-    }, copied);
-    if (bad >= 0) return refuse_argument(name, bad);
+    int checked = 0;  // the arguments before the first that is not device memory
+    const bool all_on_device =
+        std::apply([&](const auto&... a) { return ((device_pointer(a) && ++checked) && ...); }, copied);
+    if (!all_on_device) return refuse_argument(name, checked);
     auto* k = kernel;
     run_grid(name, grid, block, shared, [&] { std::apply(k, copied); });
     note_work(stream);
