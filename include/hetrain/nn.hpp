@@ -72,6 +72,11 @@ class ParamBuffer {
   bool finalized_ = false;
 };
 
+// The first tensor of `specs` whose values in `flat` (laid out at the specs' offsets) hold NaN or ±Inf, as
+// "conv1.weight (3 of 150 values are NaN/Inf, the first at element 12)"; empty when every value is finite.
+// Names what was non-finite in a checkpoint, a loaded file or an exchanged copy of the parameters.
+std::string describe_nonfinite(const std::vector<ParamSpec>& specs, const float* flat);
+
 struct ModelConfig {
   // mlp | lenet | resnet20 | resnet18 | resnet50, or the path of a model file ending in ".yaml" (YOLOv5's
   // format, docs/models.md). For a file: num_classes > 0 overrides its `nc` (0 takes the file's); its `ch`,

@@ -50,6 +50,12 @@ ElasticCenter::~ElasticCenter() {
 }
 
 void ElasticCenter::open_sixteen(const float* initial) {
+  // Before any collective: every rank holds the same initial values, so every rank refuses alike.
+  if (wire_ == Wire::FP16)
+    for (int64_t i = 0; i < count_; ++i)
+      HT_CHECK(!(std::fabs(initial[i]) >= 65520.0f), "--reduce-precision fp16: the initial weights hold ", initial[i],
+               " (value ", i, "), beyond FP16's range of ±65504 on the wire: use --reduce-precision bf16 (float's range) "
+               "or fp32");
   sixteen_ = std::make_unique<Sixteen>();
   Sixteen& w = *sixteen_;
   const int64_t mine = size_[size_t(rank_)];

@@ -1,4 +1,6 @@
 // nn/param_buffer.cpp — two-phase flat parameter / gradient / state buffers.
+#include <cmath>
+
 #include "hetrain/error.hpp"
 #include "hetrain/nn.hpp"
 
@@ -94,6 +96,19 @@ int ParamBuffer::find_state(const std::string& name) const {
   for (size_t i = 0; i < state_specs_.size(); ++i)
     if (state_specs_[i].name == name) return static_cast<int>(i);
   return -1;
+}
+
+std::string describe_nonfinite(const std::vector<ParamSpec>& specs, const float* flat) {
+  for (const ParamSpec& spec : specs) {
+    const float* v = flat + spec.offset;
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < spec.numel(); ++i)
+      if (!std::isfinite(v[i])) first = first < 0 ? i : first, ++bad;
+    if (bad > 0)
+      return spec.name + " (" + std::to_string(bad) + " of " + std::to_string(spec.numel()) +
+             " values are NaN/Inf, the first at element " + std::to_string(first) + ")";
+  }
+  return "";
 }
 
 }  // namespace hetrain::nn

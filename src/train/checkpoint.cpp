@@ -102,6 +102,18 @@ std::vector<TensorEntry> tensor_entries(const nn::ParamBuffer& layout, const Che
   return all;
 }
 
+// The first float tensor of `entries` holding NaN/Inf (of what was written, or of what was read), as
+// "/parameters/conv1.weight (3 of 150 values are NaN/Inf, the first at element 12)"; empty when none.
+std::string first_nonfinite(const std::vector<TensorEntry>& entries, bool of_output) {
+  for (const TensorEntry& e : entries) {
+    if (e.is_int64) continue;
+    const nn::ParamSpec spec{"/" + e.group + "/" + e.name, e.shape, nn::ParamKind::Bias, 0};
+    const std::string bad = nn::describe_nonfinite({spec}, static_cast<const float*>(of_output ? e.out : e.data));
+    if (!bad.empty()) return bad;
+  }
+  return "";
+}
+
 uint32_t checksum(const std::vector<TensorEntry>& entries, bool of_output) {
   uLong crc = crc32(0L, Z_NULL, 0);
   for (const TensorEntry& e : entries) {
@@ -382,6 +394,10 @@ void write_checkpoint(const std::string& path, const CheckpointInfo& info, const
   HT_CHECK(!t.has_powersgd() || int64_t(t.powersgd_error.size()) == t.powersgd_rows * layout.count(),
            "internal: the checkpoint's PowerSGD error does not match the model");
   const std::vector<TensorEntry> entries = tensor_entries(layout, t, nullptr);
+  // No checkpoint holds a non-finite number (docs/checkpoint-format.md): the newest one stays the last good.
+  const std::string bad = first_nonfinite(entries, false);
+  HT_CHECK(bad.empty(), "refusing to write the checkpoint ", path, ": its tensor ", bad,
+           "; the newest checkpoint in its folder is the last one with finite values");
   std::vector<char> image;
   {
     std::lock_guard<std::mutex> lock(data::hdf5_mutex());  // the prefetcher reads HDF5 meanwhile
@@ -512,6 +528,8 @@ CheckpointTensors read_checkpoint_tensors(const std::string& path, const nn::Par
   const uint32_t computed = checksum(entries, true);
   HT_CHECK(stored == computed, path, ": checksum mismatch (stored ", stored, ", computed ", computed,
            "): the tensors were changed or damaged after writing");
+  const std::string bad = first_nonfinite(entries, true);
+  HT_CHECK(bad.empty(), path, ": its tensor ", bad, ": refusing to load non-finite weights");
   return t;
 }
 

@@ -356,16 +356,19 @@ class ElasticMode final : public TrainingMode {
     }
   }
 
-  // fp16 (or an injected overflow): a local step whose gradient has NaN/Inf values is skipped and the scale
-  // halved. The members of a hybrid group reduced to the same gradient, so they all decide alike without
-  // asking each other. Other modes' ranks train on, as they always have, when no overflow was injected.
+  // Every update's gradient is checked, in every precision (invariant 8, docs/architecture.md "Failures"):
+  // fp16 skips a step whose gradient has NaN/Inf values and halves the scale; otherwise (or when the scale
+  // is spent) the job stops, naming this rank or group and where it was. The members of a hybrid group
+  // reduced to the same gradient, so they all decide alike without asking each other.
   bool overflowed() {
-    if (!s_.loss_scaler.active() && s_.overflow_rank < 0) return false;
     const int64_t nonfinite = count_nonfinite(s_.model->params().grads());
-    const std::string where = (group_.size() > 1 ? "group " + std::to_string(group_.number(group_.leader()))
-                                               : "rank " + std::to_string(world_.rank())) +
-                              ", local step " + std::to_string(local_steps_);
-    if (!skip_for_overflow(s_.loss_scaler, nonfinite, where, /*agreed=*/false, group_.leads() && !cfg_.quiet))
+    const bool grouped = group_.size() > 1;
+    const std::string where = (grouped ? "group " + std::to_string(group_.number(group_.leader()))
+                                       : "rank " + std::to_string(world_.rank())) +
+                              ", local step " + std::to_string(local_steps_) + " (" + mode_name(s_.mode) +
+                              " mode, sample " + std::to_string(last_first_) + " of the run)";
+    if (!skip_for_overflow(s_.loss_scaler, nonfinite, where, /*agreed=*/false, group_.leads() && !cfg_.quiet,
+                           grouped ? "the group's reduced gradient" : "its local gradient"))
       return false;
     step_stats_.skipped += 1;
     return true;

@@ -32,6 +32,19 @@ double CenterTraffic::median_op() const {
   return sorted[sorted.size() / 2];
 }
 
+// Every value a trade receives or publishes is finite (docs/architecture.md, "Failures"), or the job stops
+// here naming the rank, the trade, the parameter and the likely cause.
+void CenterTrade::check_finite(const nn::ParamBuffer& params, const float* values, const dist::ElasticCenter& center,
+                               int world_rank, const char* what) const {
+  const std::string bad = nn::describe_nonfinite(params.specs(), values);
+  if (bad.empty()) return;
+  HT_THROW("rank ", world_rank, ", center trade ", traffic_.pushes + 1, ": ", what, bad,
+           center.wire() == dist::Wire::FP16
+               ? " (on --reduce-precision fp16 every value beyond FP16's range of ±65504 is Inf: use "
+                 "--reduce-precision bf16, which keeps float's range)"
+               : " (the training diverged: lower --lr, add --warmup-epochs, or check the data)");
+}
+
 double CenterTrade::trade(nn::ParamBuffer& params, bool on_gpu, const ElasticGroup& group,
                           dist::ElasticCenter& center, dist::SampleCounter& counter,
                           dist::SampleCounter::RankStats& stats, bool& unpushed, int world_rank) {
@@ -44,7 +57,10 @@ double CenterTrade::trade(nn::ParamBuffer& params, bool on_gpu, const ElasticGro
     const auto read_start = Clock::now();
     center.read_for_trade(center_values_.data());
     traffic_.add(seconds_since(read_start));
+    check_finite(params, center_values_.data(), center, world_rank, "the center it read holds ");
     elastic_difference(local.data(), center_values_.data(), delta_.data(), params.count(), alpha_);
+    // Non-finite local weights (a finite gradient can still overflow them) make a non-finite difference.
+    check_finite(params, delta_.data(), center, world_rank, "its difference to the center holds ");
     const auto add_start = Clock::now();
     center.push(delta_.data());
     traffic_.add(seconds_since(add_start));

@@ -41,6 +41,8 @@ class CenterTrade {
   const CenterTraffic& traffic() const { return traffic_; }
 
  private:
+  void check_finite(const nn::ParamBuffer& params, const float* values, const dist::ElasticCenter& center,
+                    int world_rank, const char* what) const;
   float alpha_;
   std::vector<float> center_values_, delta_;
   CenterTraffic traffic_;

@@ -1,6 +1,7 @@
 #include "train/evaluate.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "hetrain/error.hpp"
@@ -42,14 +43,36 @@ int64_t for_each_eval_batch(nn::Model& model, BatchSource& source, DeviceInput* 
   const int64_t n = source.info().num_samples;
   const int64_t begin = n * rank / ranks, end = n * (rank + 1) / ranks;
   const data::BatchForm form = input ? data::BatchForm::Raw : data::BatchForm::Float;
+  // Non-finite outputs: how many values, in how many samples, and the first such sample (n if none).
+  int64_t bad[3] = {0, 0, n};
   for (int64_t start = begin; start < end; start += chunk) {
     std::vector<int64_t> idx;
     for (int64_t i = start; i < std::min(end, start + chunk); ++i) idx.push_back(i);
     source.submit(idx, false, 0, form);
     const data::Batch batch = source.next();
     const Tensor images = input ? input->upload(batch).images : batch.images;
-    use(batch, images, model.forward(images, /*training=*/false).to(Device::CPU));
+    const Tensor outputs = model.forward(images, /*training=*/false).to(Device::CPU);
+    const int64_t per_sample = outputs.numel() / std::max<int64_t>(1, int64_t(idx.size()));
+    int64_t bad_here = 0;
+    for (size_t k = 0; k < idx.size(); ++k) {
+      const float* row = outputs.data() + int64_t(k) * per_sample;
+      const int64_t values = per_sample - std::count_if(row, row + per_sample, [](float v) { return std::isfinite(v); });
+      if (values == 0) continue;
+      bad_here += values, bad[1] += 1;
+      bad[2] = std::min(bad[2], idx[k]);
+    }
+    bad[0] += bad_here;
+    if (bad_here == 0 && bad[0] == 0) use(batch, images, outputs);
   }
+  int64_t all[3];
+  HT_MPI_CHECK(MPI_Allreduce(bad, all, 2, MPI_INT64_T, MPI_SUM, comm));
+  HT_MPI_CHECK(MPI_Allreduce(&bad[2], &all[2], 1, MPI_INT64_T, MPI_MIN, comm));
+  if (all[0] > 0)
+    throw AgreedError("evaluation: the model's outputs hold " + std::to_string(all[0]) + " NaN/Inf values in " +
+                          std::to_string(all[1]) + " of " + std::to_string(n) + " samples (the first: sample " +
+                          std::to_string(all[2]) +
+                          "): its weights are not finite or its forward pass overflows; no metric is computed",
+                      __FILE__, __LINE__);
   return end - begin;
 }
 

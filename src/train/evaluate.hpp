@@ -32,7 +32,9 @@ using FirstBatchHook = std::function<void(const Tensor& inputs, const std::vecto
 
 // Runs this rank's contiguous share of `source` (ranks of `comm` in order) through the model in inference
 // mode, `chunk` samples at a time without augmentation, and hands each batch and the model's output,
-// brought to the host, to `use`. Returns the number of samples of the share. Not collective.
+// brought to the host, to `use`. Returns the number of samples of the share. Collective: when any rank's
+// outputs hold NaN/Inf, every rank throws the same AgreedError naming the first such sample, and `use` never
+// sees those outputs (no metric is computed over non-finite scores; docs/architecture.md, "Failures").
 int64_t for_each_eval_batch(nn::Model& model, BatchSource& source, DeviceInput* input, MPI_Comm comm,
                             int64_t chunk,
                             const std::function<void(const data::Batch& batch, const Tensor& images,

@@ -1,9 +1,12 @@
 #include "train/init_weights.hpp"
 
 #include <hdf5.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -88,6 +91,8 @@ FileTensors read_groups(hid_t file, const std::vector<std::string>& groups, cons
       out.shape = f.shape;
       out.values.resize(static_cast<size_t>(n));
       std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(out.values.data()));
+      const std::string bad = nn::describe_nonfinite({{"/" + where, f.shape, nn::ParamKind::Bias, 0}}, out.values.data());
+      HT_CHECK(bad.empty(), path, ": its tensor ", bad, ": refusing to start from non-finite weights");
     }
   t.crc = uint32_t(crc);
   return t;
@@ -106,6 +111,9 @@ bool take(const FileTensors& t, const std::string& group, const std::string& nam
 InitialWeights read_initial_weights(const std::string& path, const nn::ParamBuffer& params) {
   std::lock_guard<std::mutex> lock(data::hdf5_mutex());
   h5::quiet();
+  struct stat st {};
+  HT_CHECK(::stat(path.c_str(), &st) == 0, "--init-from ", path, ": ",
+           errno == ENOENT ? "no such file" : std::strerror(errno));
   HT_CHECK(H5Fis_hdf5(path.c_str()) > 0, path, ": --init-from needs a hetrain checkpoint or weights file (HDF5)");
   Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   HT_CHECK(file.valid(), path, ": cannot open as HDF5: ", h5::last_error());

@@ -42,8 +42,9 @@ std::string skipped_step_text(const std::string& where, const LossScaler& scaler
   return where + ": FP16 gradient overflow (NaN/Inf after the reduction): step skipped, loss scale now " + text;
 }
 
-std::string nonfinite_gradient_error(const std::string& where, int64_t nonfinite, const LossScaler& scaler) {
-  std::string text = where + ": the reduced gradient has " + std::to_string(nonfinite) + " NaN/Inf values";
+std::string nonfinite_gradient_error(const std::string& where, int64_t nonfinite, const LossScaler& scaler,
+                                     const std::string& what) {
+  std::string text = where + ": " + what + " has " + std::to_string(nonfinite) + " NaN/Inf values";
   if (scaler.active())
     return text + " even at loss scale " + std::to_string(int64_t(scaler.scale())) +
            " (the loss diverged or FP16 overflows in the forward pass: lower --lr, add --warmup-epochs, or use "

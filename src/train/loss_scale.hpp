@@ -54,6 +54,9 @@ class LossScaler {
 // now 32768". `where` names the step as the mode counts it.
 std::string skipped_step_text(const std::string& where, const LossScaler& scaler);
 // The error of a step whose gradient has `nonfinite` NaN/Inf values when the scaler gives up (or is inactive).
-std::string nonfinite_gradient_error(const std::string& where, int64_t nonfinite, const LossScaler& scaler);
+// `where` names the step, the mode and the rank or group ("step 7 (sync mode)"); `what` the gradient
+// ("the reduced gradient", "rank 3's local gradient").
+std::string nonfinite_gradient_error(const std::string& where, int64_t nonfinite, const LossScaler& scaler,
+                                     const std::string& what = "the reduced gradient");
 
 }  // namespace hetrain::train

@@ -55,10 +55,11 @@ double ComputeClock::stop(const Setup& s, int rank, int64_t global_step, bool fi
   return compute + s.emulator.apply(rank, global_step, device_seconds, setup_);
 }
 
-bool skip_for_overflow(LossScaler& scaler, int64_t nonfinite, const std::string& where, bool agreed, bool print) {
+bool skip_for_overflow(LossScaler& scaler, int64_t nonfinite, const std::string& where, bool agreed, bool print,
+                       const std::string& what) {
   const LossScaler::Verdict verdict = scaler.update(nonfinite > 0);
   if (verdict == LossScaler::Verdict::GiveUp) {
-    const std::string message = nonfinite_gradient_error(where, nonfinite, scaler);
+    const std::string message = nonfinite_gradient_error(where, nonfinite, scaler, what);
     if (agreed) throw AgreedError(message, __FILE__, __LINE__);
     HT_THROW(message);
   }

@@ -85,7 +85,8 @@ class ComputeClock {
 // be skipped (FP16: the scale was halved; rank 0 of the reduction prints it when `print`). When the scaler
 // gives up, throws: an AgreedError when every rank of the job reached the same verdict (`agreed`), else
 // an Error that ends the job from this rank. `where` names the step in messages.
-bool skip_for_overflow(LossScaler& scaler, int64_t nonfinite, const std::string& where, bool agreed, bool print);
+bool skip_for_overflow(LossScaler& scaler, int64_t nonfinite, const std::string& where, bool agreed, bool print,
+                       const std::string& what = "the reduced gradient");
 
 // Step `step`'s rates: the schedule's lr, and the warm-up's bias rate and momentum (optim::LrSchedule::rates).
 optim::StepRates step_rates(const Setup& s, int64_t step);

@@ -161,7 +161,7 @@ class SyncMode final : public TrainingMode {
     // fp16: a step with NaN/Inf is skipped on every rank alike (they all saw the same reduced gradient).
     const bool skipped =
         skip_for_overflow(s_.loss_scaler, int64_t(step_totals.nonfinite / world_.size()),
-                          "step " + std::to_string(plan.global_step) + wire_note(), /*agreed=*/true,
+                          "step " + std::to_string(plan.global_step) + " (sync mode)" + wire_note(), /*agreed=*/true,
                           world_.rank() == 0 && !cfg_.quiet);
     const optim::StepRates rates = step_rates(s_, plan.global_step);
     const float lr = rates.lr;

@@ -55,6 +55,44 @@ need_python() {
     /usr/bin/python3 -c "import $m" 2>/dev/null || fail "missing Python module $m for /usr/bin/python3: run make deps"
   done
 }
+# set_weight SRC DST TENSOR INDEX VALUE: a copy DST of the checkpoint SRC whose /parameters/TENSOR holds VALUE
+# (nan, inf or a number) at flat INDEX, its checksum recomputed as docs/checkpoint-format.md says: a file
+# whose only fault is that value.
+set_weight() {
+  /usr/bin/python3 - "$@" <<'PY'
+import shutil, sys, zlib, h5py, numpy as np
+src, dst, tensor, index, value = sys.argv[1:]
+shutil.copyfile(src, dst)
+with h5py.File(dst, "r+") as f:
+    d = f["parameters"][tensor]
+    a = d[()]
+    a.reshape(-1)[int(index)] = np.float32(float(value))
+    d[...] = a
+    crc = 0
+    for group in ("parameters", "buffers", "optimizer/momentum_buffer", "ema/parameters", "ema/buffers", "powersgd"):
+        for name in (sorted(f[group].keys(), key=lambda s: s.encode()) if group in f else []):
+            crc = zlib.crc32(f[group][name][()].tobytes(), crc)
+    f.attrs.modify("checksum_crc32", np.uint32(crc))
+PY
+}
+# newest_checkpoint_finite DIR: the newest checkpoint-*.h5 in DIR holds only finite values (true when DIR has
+# none); prints which file it read, or the tensor that is not finite.
+newest_checkpoint_finite() {
+  local newest
+  newest=$(ls "$1"/checkpoint-*.h5 2>/dev/null | sort | tail -n 1)
+  [ -z "$newest" ] && { echo "no checkpoint in $1"; return 0; }
+  /usr/bin/python3 - "$newest" <<'PY'
+import sys, h5py, numpy as np
+bad = []
+def visit(name, obj):
+    if isinstance(obj, h5py.Dataset) and obj.dtype.kind == "f" and not np.isfinite(obj[()]).all():
+        bad.append(name)
+with h5py.File(sys.argv[1], "r") as f:
+    f.visititems(visit)
+print("%s: %s" % (sys.argv[1], "not finite: " + ", ".join(bad) if bad else "every value finite"))
+sys.exit(1 if bad else 0)
+PY
+}
 # stop_async OUT CKDIR ARGS...: a 4-rank hetrain train ARGS (an asynchronous mode) stopped by SIGUSR1 soon
 # after it started training; returns its exit status (75: stopped and checkpointed). The emulated speeds
 # (each rank sleeps 19x its compute) keep even a fast machine inside the run when the signal comes. Tried

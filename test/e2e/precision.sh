@@ -48,7 +48,7 @@ run_mpi 2 "${common[@]}" --max-steps 4 --stop-at-step 3 --dump-params "$TMP/thre
 run_mpi 2 "${common[@]/--quiet/--log-every}" 1 --max-steps 4 --precision fp16 --debug-overflow-at 1:3 \
   --debug-consistency --metrics "$TMP/m.jsonl" --dump-params "$TMP/skip.%r" >"$TMP/skip.out" 2>&1 \
   || { cat "$TMP/skip.out"; fail "the fp16 run with an overflow failed"; }
-grep -q "^step 3: FP16 gradient overflow (NaN/Inf after the reduction): step skipped, loss scale now 32768$" \
+grep -q "^step 3 (sync mode): FP16 gradient overflow (NaN/Inf after the reduction): step skipped, loss scale now 32768$" \
   "$TMP/skip.out" || { cat "$TMP/skip.out"; fail "no line for the skipped step"; }
 grep -q "^fp16: 1 step(s) skipped for overflow, loss scale 32768$" "$TMP/skip.out" || fail "no fp16 summary line"
 cmp -s "$TMP/three.0" "$TMP/skip.0" || fail "the skipped step changed the parameters"
@@ -67,7 +67,7 @@ run_mpi 2 "${common[@]}" --max-steps 4 --debug-overflow-at 1:2 >"$TMP/div.out" 2
 rc=$?
 [ $rc -ne 124 ] || fail "the job hung on a non-finite gradient"
 [ $rc -eq 1 ] || { cat "$TMP/div.out"; fail "exit code $rc on a non-finite gradient at fp32 (want 1)"; }
-grep -q "hetrain: error: step 2: the reduced gradient has [0-9]* NaN/Inf values (the loss diverged" "$TMP/div.out" \
+grep -q "hetrain: error: step 2 (sync mode): the reduced gradient has [0-9]* NaN/Inf values (the loss diverged" "$TMP/div.out" \
   || { cat "$TMP/div.out"; fail "no divergence error line"; }
 
 # 5. The loss scale travels in checkpoints: stopped after step 4 with the scale halved at step 2, the
@@ -112,7 +112,7 @@ for mode in async hybrid; do
     >"$TMP/$mode.out" 2>&1 \
     || { cat "$TMP/$mode.out"; fail "$mode with an fp16 overflow failed"; }
   who=$([ $mode = async ] && echo "rank 1" || echo "group 0")
-  grep -q "^$who, local step 2: FP16 gradient overflow (NaN/Inf after the reduction): step skipped, loss scale now 32768" \
+  grep -q "^$who, local step 2 ($mode mode, sample [0-9]* of the run): FP16 gradient overflow (NaN/Inf after the reduction): step skipped, loss scale now 32768" \
     "$TMP/$mode.out" || { cat "$TMP/$mode.out"; fail "$mode: no line for the skipped step of $who"; }
   grep -q "^fp16: 1 local step(s) skipped for overflow over all" "$TMP/$mode.out" || fail "$mode: no fp16 summary line"
   skipped=$(/usr/bin/python3 -c '
