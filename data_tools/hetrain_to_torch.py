@@ -263,6 +263,15 @@ def read_checkpoint(path, use_ema=True, model_file=None):
     return meta, state_dict
 
 
+def _output_paths():
+    """data_tools/hetrain_output_paths.py, beside this file (installed together)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import hetrain_output_paths
+    return hetrain_output_paths
+
+
 def _fail(message):
     print("hetrain_to_torch: error: %s" % message, file=sys.stderr)
     return 1
@@ -289,8 +298,10 @@ def main(argv=None):
         p.error("nothing to do: give -o MODEL.pt and/or --print")
     tmp = None
     if args.output:  # an output that cannot be written fails at once, before the conversion
-        if os.path.isdir(args.output):
-            return _fail("%s: is a folder, cannot write the state_dict there" % args.output)
+        problem = _output_paths().output_paths_problem(
+            [("-o", args.output)], [("checkpoint", args.checkpoint), ("--model-file", args.model_file)])
+        if problem:
+            return _fail(problem)
         tmp = args.output + ".tmp-%d" % os.getpid()
         try:
             out = open(tmp, "wb")
@@ -317,7 +328,7 @@ def main(argv=None):
         try:
             with out:
                 torch.save(state_dict, out)
-            os.replace(tmp, args.output)
+            _output_paths().replace_output(tmp, args.output)  # never over a device node
         except (OSError, RuntimeError) as e:
             if os.path.exists(tmp):
                 os.remove(tmp)

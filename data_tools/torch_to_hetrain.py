@@ -93,7 +93,8 @@ def write_weights(state_dict, source, output):
                 g = f.create_group(group)
                 for name, a in tensors.items():
                     g.create_dataset(name, data=a)
-        os.replace(tmp, output)
+        import hetrain_output_paths
+        hetrain_output_paths.replace_output(tmp, output)  # never over a device node
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -108,11 +109,13 @@ def main(argv=None):
     p.add_argument("state_dict", help="a .pt file: a state_dict, or a dict with an 'ema'/'model' module")
     p.add_argument("-o", "--output", required=True, help="the .h5 weights file to write")
     args = p.parse_args(argv)
-    if os.path.isdir(args.output):
-        print("torch_to_hetrain: error: %s: is a folder" % args.output, file=sys.stderr)
-        return 1
-    if not os.path.isdir(os.path.dirname(os.path.abspath(args.output))):
-        print("torch_to_hetrain: error: %s: its folder does not exist" % args.output, file=sys.stderr)
+    here = os.path.dirname(os.path.abspath(__file__))  # hetrain_output_paths.py is installed beside this file
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import hetrain_output_paths
+    problem = hetrain_output_paths.output_paths_problem([("-o", args.output)], [("state_dict", args.state_dict)])
+    if problem:
+        print("torch_to_hetrain: error: %s" % problem, file=sys.stderr)
         return 1
     try:
         state_dict, taken = state_dict_of(args.state_dict)

@@ -112,6 +112,7 @@ struct TrainConfig {
   // The effective configuration as `hetrain train --print-config` writes it (config-file syntax); stored in
   // checkpoints. Empty when the configuration did not come from the command line (canonical() is used).
   std::string config_text;
+  std::string config_path;  // --config FILE: an input, which no output may replace (not part of canonical())
 
   // Canonical "key=value" lines; every rank must produce the same text (checked at start-up).
   std::string canonical() const;

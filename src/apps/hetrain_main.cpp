@@ -418,7 +418,10 @@ int cmd_train(int argc, char** argv) {
       std::cout << "Usage: hetrain train [options]\n\n" << opts << "\n";
       return 0;
     }
-    if (vm.count("config")) hetrain::train::parse_config_file(vm["config"].as<std::string>(), opts, vm);
+    if (vm.count("config")) {
+      cfg.config_path = vm["config"].as<std::string>();
+      hetrain::train::parse_config_file(cfg.config_path, opts, vm);
+    }
     po::notify(vm);
     refuse_options_of_other_modes(opts, vm, cfg.mode);
     check_sample_count(cfg.synthetic, "--synthetic");

@@ -19,6 +19,7 @@
 
 #include "data/rng.hpp"
 #include "hetrain/error.hpp"
+#include "hetrain/output_paths.hpp"
 #include "hetrain/resources.hpp"
 
 namespace hetrain::data {
@@ -148,36 +149,6 @@ int shard_count(int64_t n, const PackOptions& opt) {
   return opt.shard_size > 0 ? int((n + opt.shard_size - 1) / opt.shard_size) : opt.shards;
 }
 
-// What identifies a file: device and inode when it exists; otherwise the absolute path with its folder's
-// symbolic links resolved (two names of a file not yet written).
-struct FileIdentity {
-  bool exists = false;
-  dev_t dev = 0;
-  ino_t ino = 0;
-  std::string resolved;
-};
-
-FileIdentity identify(const std::string& path) {
-  FileIdentity id;
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0) {
-    id.exists = true;
-    id.dev = st.st_dev;
-    id.ino = st.st_ino;
-  }
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  char buf[PATH_MAX];
-  id.resolved = ::realpath(dir.c_str(), buf) ? std::string(buf) + "/" + base : path;
-  return id;
-}
-
-bool same_file(const FileIdentity& a, const FileIdentity& b) {
-  if (a.exists && b.exists) return a.dev == b.dev && a.ino == b.ino;
-  return a.resolved == b.resolved;
-}
-
 // Agreement on an error found by some ranks: the lowest failing rank throws its message, the others throw
 // the "stopping" line that hetrain-pack does not print. No error anywhere: returns.
 void agree(const std::string& error, const std::string& output, MPI_Comm comm) {
@@ -207,22 +178,14 @@ std::vector<std::pair<std::string, std::string>> planned_outputs(const PackOptio
   return out;
 }
 
-// Refuses an output that is an input or another output: writing it would destroy data and still exit 0.
+// Refuses an output that is an input or another output, or that is not a regular file (a device node, a
+// FIFO, a folder), or whose folder cannot be written (hetrain/output_paths.hpp): writing it would destroy
+// data and still exit 0.
 std::string check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs, const PackOptions& opt) {
-  std::vector<FileIdentity> out_ids, in_ids;
-  for (const auto& o : outputs) out_ids.push_back(identify(o.second));
-  for (const auto& i : opt.inputs) in_ids.push_back(identify(i.second));
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    for (size_t i = 0; i < opt.inputs.size(); ++i)
-      if (same_file(out_ids[k], in_ids[i]))
-        return outputs[k].first + " is the same file as the input " + opt.inputs[i].second + " (" +
-               opt.inputs[i].first + "): refusing to overwrite an input; choose another output";
-    for (size_t j = 0; j < k; ++j)
-      if (same_file(out_ids[k], out_ids[j]))
-        return outputs[k].first + " is the same file as " + outputs[j].first +
-               ": one output would overwrite the other; choose different outputs";
-  }
-  return "";
+  std::vector<NamedPath> outs, ins;
+  for (const auto& o : outputs) outs.push_back({"", o.second, o.first});
+  for (const auto& i : opt.inputs) ins.push_back({i.first, i.second});
+  return output_paths_problem(outs, ins);
 }
 
 // Packs the samples `order` of src into `output`; returns the number of boxes written (detection sources).
@@ -356,6 +319,9 @@ PackResult pack(const SampleSource& src, const PackOptions& opt) {
     HT_CHECK(n_val >= 1 && n_val < n, "--val-fraction ", opt.val_fraction, " of ", n,
              " samples leaves an empty train or validation set");
   }
+  // The outputs first (before the disk-space check, which would read a device's file system).
+  const auto outputs = planned_outputs(opt, n - n_val, n_val);
+  agree(check_outputs(outputs, opt), opt.output, opt.comm);
   agree(check_room(src, opt, n, n_val), opt.output, opt.comm);
   // Validation samples: the first n_val of a seeded permutation; both sets keep the source order.
   std::vector<char> is_val(n, 0);
@@ -366,8 +332,6 @@ PackResult pack(const SampleSource& src, const PackOptions& opt) {
   std::vector<int64_t> train, val;
   for (int64_t i = 0; i < n; ++i) (is_val[i] ? val : train).push_back(i);
 
-  const auto outputs = planned_outputs(opt, int64_t(train.size()), int64_t(val.size()));
-  agree(check_outputs(outputs, opt), opt.output, opt.comm);
   // Stale temporaries of earlier runs that died (SIGKILL, a crash): rank 0 removes them before any rank
   // creates its own.
   int rank = 0;

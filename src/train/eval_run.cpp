@@ -77,6 +77,7 @@ ModelFacts checkpoint_facts(const EvalConfig& cfg, const dist::World& world,
     HT_CHECK(cfg.batch >= 1, "--batch must be at least 1, got ", cfg.batch);
     HT_CHECK(cfg.threads >= 1, "--threads must be at least 1, got ", cfg.threads);
     if (world.rank() != 0) return;
+    check_eval_outputs(cfg);  // before anything is read: no output may replace an input or a device node
     if (!cfg.weights.empty()) {  // the model as given, shaped by the data
       const data::DatasetInfo d = open_dataset_source(cfg.data_path, SourceOptions())->info();
       facts.name = cfg.model;

@@ -9,8 +9,63 @@
 #include <cstring>
 
 #include "hetrain/error.hpp"
+#include "hetrain/output_paths.hpp"
 
 namespace hetrain::train {
+
+namespace {
+
+std::string per_rank(const std::string& pattern, int rank) {
+  std::string out = pattern;
+  const size_t at = out.find("%r");
+  if (at != std::string::npos) out.replace(at, 2, std::to_string(rank));
+  return out;
+}
+
+// A --model that names a file (a YAML model) is an input; a zoo name is not.
+void add_model_file(std::vector<NamedPath>& inputs, const std::string& model) {
+  struct stat st {};
+  if (!model.empty() && ::stat(model.c_str(), &st) == 0) inputs.push_back({"--model", model});
+}
+
+std::string folder_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
+void check_train_outputs(const TrainConfig& cfg, int rank) {
+  std::vector<NamedPath> inputs = {{"--data", cfg.data_path}, {"--val", cfg.val_path},
+                                   {"--init-from", cfg.init_from}, {"--config", cfg.config_path}};
+  if (cfg.resume != "auto") inputs.push_back({"--resume", cfg.resume});
+  add_model_file(inputs, cfg.model);
+  std::vector<NamedPath> outputs;
+  if (rank == 0) outputs.push_back({"--metrics", cfg.metrics_path});
+  if (!cfg.dump_samples.empty()) outputs.push_back({"--dump-samples", per_rank(cfg.dump_samples, rank)});
+  if (!cfg.dump_params.empty() && (cfg.dump_params.find("%r") != std::string::npos || rank == 0))
+    outputs.push_back({"--dump-params", per_rank(cfg.dump_params, rank)});
+  check_output_paths(outputs, inputs);
+  // Checkpoints: rank 0 writes DIR/checkpoint-SSSSSSSS.h5 and prunes old ones, so an input under such a name in
+  // that folder could be replaced or deleted (--resume's file is continued from: later steps, other names).
+  if (cfg.checkpoint_dir.empty() || rank != 0) return;
+  for (const NamedPath& in : inputs) {
+    if (in.path.empty() || in.option == "--resume") continue;
+    const size_t slash = in.path.find_last_of('/');
+    const std::string base = slash == std::string::npos ? in.path : in.path.substr(slash + 1);
+    if (base.compare(0, 11, "checkpoint-") == 0 && same_file(folder_of(in.path), cfg.checkpoint_dir))
+      HT_THROW("--checkpoint-dir ", cfg.checkpoint_dir, " holds the input ", in.path, " (", in.option,
+               ") under a checkpoint's name, which this run's checkpoints would overwrite or prune: refusing to "
+               "overwrite an input; copy it elsewhere or choose another --checkpoint-dir");
+  }
+}
+
+void check_eval_outputs(const EvalConfig& cfg) {
+  std::vector<NamedPath> inputs = {{"--checkpoint", cfg.checkpoint}, {"--weights", cfg.weights},
+                                   {"--data", cfg.data_path}};
+  add_model_file(inputs, cfg.model);
+  check_output_paths({{"--dump-batch", cfg.dump_batch}, {"--save-json", cfg.save_json}}, inputs);
+}
 
 void check_output_path(const std::string& path, const char* option) {
   HT_CHECK(!path.empty(), option, ": empty path");

@@ -46,6 +46,14 @@ class Outputs {
   std::string samples_path_;
 };
 
+// Invariant 9 (hetrain/output_paths.hpp) for hetrain train, on this rank: its outputs (--metrics on rank 0,
+// --dump-samples, --dump-params, the checkpoints under --checkpoint-dir) against every input (--data, --val,
+// --init-from, --resume, --config, a --model file). Throws one line; run inside the set-up's agreement, before
+// anything is written.
+void check_train_outputs(const TrainConfig& cfg, int rank);
+// The same for hetrain eval (rank 0 writes): --dump-batch and --save-json against --checkpoint, --weights,
+// --data and a --model file.
+void check_eval_outputs(const EvalConfig& cfg);
 // Writes `bytes` to `path` through PATH.tmp-PID and a rename; throws naming the path.
 void write_file_atomically(const std::string& path, const void* bytes, size_t size, const char* option);
 // Throws naming the option when `path` cannot be created later (folder missing or read-only, a folder).

@@ -55,6 +55,6 @@ craft model-number model '5'
 refused model-number "root attribute 'model' must be a string, got 5" "$TMP/model-number.h5" -o "$TMP/out-model-number/m.pt"
 craft format-huge format '"x" * 50_000_000'
 refused format-huge "format is 'xxxx" "$TMP/format-huge.h5" -o "$TMP/out-format-huge/m.pt"
-refused no-folder "$TMP/out-no-folder/missing/m.pt: cannot write (No such file or directory)" "$GOOD" -o "$TMP/out-no-folder/missing/m.pt"
-refused folder "$TMP/out-folder: is a folder" "$GOOD" -o "$TMP/out-folder"
+refused no-folder "$TMP/out-no-folder/missing/m.pt: cannot write there: the folder $TMP/out-no-folder/missing does not exist" "$GOOD" -o "$TMP/out-no-folder/missing/m.pt"
+refused folder "$TMP/out-folder: not a regular file (a folder)" "$GOOD" -o "$TMP/out-folder"
 pass "12 bad inputs to hetrain_to_torch.py: one line each, attributes quoted short, exit 1, nothing written"
