@@ -8,8 +8,9 @@ namespace {
 struct Relu {
   static constexpr const char* kForward = "relu_forward";
   static constexpr const char* kBackward = "relu_backward";
-  __device__ float operator()(float x) const { return x > 0.f ? x : 0.f; }
-  __device__ float operator()(float dy, float y) const { return y > 0.f ? dy : 0.f; }
+  // NaN kept, and dy passed where y is NaN, as the CPU twin and PyTorch (never fmaxf: it drops NaN).
+  __device__ float operator()(float x) const { return x <= 0.f ? 0.f : x; }
+  __device__ float operator()(float dy, float y) const { return y <= 0.f ? 0.f : dy; }
 };
 }  // namespace
 

@@ -23,7 +23,9 @@ __global__ void sgd_update_kernel(float* param, float* velocity, const float* gr
     const float rate = lr_group && lr_group[i] != 0.0f ? group_lr : lr;  // a select, as on the CPU
     const float p = param[i];
     const float wd = decay_mask ? __fmul_rn(weight_decay, decay_mask[i]) : weight_decay;
-    const float g = __fadd_rn(__fmul_rn(grad_scale, grad[i]), __fmul_rn(wd, p));
+    const float scaled = __fmul_rn(grad_scale, grad[i]);
+    // No decay term where the decay is 0 (PyTorch adds none: 0·inf would make an infinite parameter NaN).
+    const float g = wd != 0.0f ? __fadd_rn(scaled, __fmul_rn(wd, p)) : scaled;
     float step = g;
     if (kMomentum) {
       const float v = __fadd_rn(__fmul_rn(momentum, velocity[i]), g);

@@ -45,7 +45,8 @@ __global__ void softmax_xent_forward_kernel(float* probs, float* row_loss, const
       row_loss[row] = __int_as_float(0x7fc00000);  // NaN: a bad label must not pass silently
     } else {
       const float log_s = logf(s);
-      row_loss[row] = log_s - (1.0f - eps) * (z[y] - m) - (eps / K) * sum_zm;
+      // The smoothing term only with smoothing, as on the CPU (0·−inf would make a finite loss NaN).
+      row_loss[row] = log_s - (1.0f - eps) * (z[y] - m) - (eps > 0.0f ? (eps / K) * sum_zm : 0.0f);
     }
   }
 }
@@ -64,6 +65,17 @@ __global__ void softmax_xent_backward_kernel(float* dlogits, const float* probs,
   }
 }
 
+// (v, i) beats (bv, bi) as torch.argmax orders them: a NaN beats every number, and among equals (or NaNs) the
+// lower index wins; bi == K is "none yet" and loses to anything.
+__device__ inline bool argmax_beats(float v, int i, float bv, int bi, int K) {
+  if (i >= K) return false;
+  if (bi >= K) return true;
+  const bool vn = isnan(v), bn = isnan(bv);
+  if (vn != bn) return vn;
+  if (vn) return i < bi;
+  return v > bv || (v == bv && i < bi);
+}
+
 // One block per row: the first index of the maximum (ties go to the lower index, as a sequential scan).
 __global__ void top1_correct_kernel(unsigned long long* count, const float* logits, const int32_t* labels, int K) {
   __shared__ float best_v[256];
@@ -73,7 +85,7 @@ __global__ void top1_correct_kernel(unsigned long long* count, const float* logi
   float bv = -FLT_MAX;
   int bi = K;  // "none yet": loses every tie
   for (int k = threadIdx.x; k < K; k += blockDim.x) {
-    if (z[k] > bv || bi == K) { bv = z[k]; bi = k; }  // ascending k: strict > keeps the first
+    if (argmax_beats(z[k], k, bv, bi, K)) { bv = z[k]; bi = k; }  // ascending k: the first of equals stays
   }
   best_v[threadIdx.x] = bv;
   best_i[threadIdx.x] = bi;
@@ -84,7 +96,7 @@ __global__ void top1_correct_kernel(unsigned long long* count, const float* logi
       int oi = best_i[threadIdx.x + half];
       float mv = best_v[threadIdx.x];
       int mi = best_i[threadIdx.x];
-      if (oi < K && (mi == K || ov > mv || (ov == mv && oi < mi))) {
+      if (argmax_beats(ov, oi, mv, mi, K)) {
         best_v[threadIdx.x] = ov;
         best_i[threadIdx.x] = oi;
       }

@@ -1,9 +1,20 @@
-// ops/dispatch.cpp — the errors of the op dispatch.
+// ops/dispatch.cpp — the errors of the op dispatch, and the registry of filled slots.
 #include "ops/dispatch.hpp"
 
 #include "hetrain/cuda.hpp"
 
 namespace hetrain::ops {
+
+namespace {
+// A function-local static: registrations run during static initialisation, in any order between units.
+std::vector<RegisteredSlot>& slots() {
+  static std::vector<RegisteredSlot> list;
+  return list;
+}
+}  // namespace
+
+void register_slot(const char* table, Device device) { slots().push_back({table, device}); }
+const std::vector<RegisteredSlot>& registered_slots() { return slots(); }
 
 void throw_no_implementation(const char* op, Device device) {
   if (device == Device::CUDA && !cuda_built())

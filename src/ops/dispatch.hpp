@@ -8,9 +8,12 @@
 // A table's slot is filled while the program starts (HT_OP_IMPLEMENTATION); the ops archive is linked
 // whole, so no registration is dropped. In a CPU-only build the CUDA slots stay empty and a CUDA tensor
 // given to the op fails with "<op>: built without CUDA" — no stub has to be written for a new op.
+// Every filled slot is also recorded, by table name and device, in one registry (registered_slots), which
+// the tests walk: test/support/nan_rules.hpp holds each table's NaN rule and fails for a table without one.
 #pragma once
 
 #include <initializer_list>
+#include <vector>
 
 #include "hetrain/error.hpp"
 #include "hetrain/tensor.hpp"
@@ -18,6 +21,16 @@
 namespace hetrain::ops {
 
 [[noreturn]] void throw_no_implementation(const char* op, Device device);
+
+// One filled slot of one Dispatch table.
+struct RegisteredSlot {
+  const char* table;  // the table's name, as Dispatch::name() gives it
+  Device device;
+};
+// Records a filled slot (Dispatch::define calls it while the program starts).
+void register_slot(const char* table, Device device);
+// Every slot filled so far, in the order they were filled; after start-up, every op of the program.
+const std::vector<RegisteredSlot>& registered_slots();
 
 // The implementations of one op function, one slot per device. Defined by the op's unit as a namespace-scope
 // object; its constexpr constructor makes it constant-initialised, so it exists before any registration
@@ -28,6 +41,7 @@ class Dispatch {
   constexpr explicit Dispatch(const char* name) : name_(name) {}
   bool define(Device device, Fn* fn) {
     slots_[slot(device)] = fn;
+    register_slot(name_, device);
     return true;
   }
   bool has(Device device) const { return slots_[slot(device)] != nullptr; }

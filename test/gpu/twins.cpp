@@ -14,7 +14,7 @@ void sgd_update_twin(float* param, float* velocity, const float* grad, const flo
   for (int64_t i = 0; i < n; ++i) {
     const float lr = lr_group && lr_group[i] != 0.0f ? s.group_lr : s.lr;
     const float wd = decay_mask ? s.weight_decay * decay_mask[i] : s.weight_decay;
-    const float g = s.grad_scale * grad[i] + wd * param[i];
+    const float g = wd != 0.0f ? s.grad_scale * grad[i] + wd * param[i] : s.grad_scale * grad[i];
     float step = g;
     if (s.momentum != 0.0f) {
       velocity[i] = s.momentum * velocity[i] + g;

@@ -17,7 +17,7 @@ HT_VECTOR_CLONES void add_relu_slice(float* y, const float* a, const float* b, i
 #pragma omp simd
   for (int64_t i = begin; i < end; ++i) {
     const float v = a[i] + b[i];
-    y[i] = v > 0.0f ? v : 0.0f;
+    y[i] = v <= 0.0f ? 0.0f : v;  // a NaN sum stays NaN, as relu's
   }
 }
 // One pass instead of an add and a ReLU: the residual block's output is the largest tensor it writes.

@@ -11,7 +11,7 @@ namespace hetrain::ops {
 void add(const Tensor& y, const Tensor& a, const Tensor& b);
 // acc += x
 void accumulate(const Tensor& acc, const Tensor& x);
-// y = max(a + b, 0); y may alias a or b.
+// y = max(a + b, 0), a NaN sum kept (ReLU's rule); y may alias a or b.
 void add_relu(const Tensor& y, const Tensor& a, const Tensor& b);
 
 using AddFn = void(float* y, const float* a, const float* b, int64_t n);

@@ -25,6 +25,8 @@ void normalize_crop_flip(const Tensor& out, const uint8_t* in, const int32_t* cr
   check_shape("normalize_crop_flip", "output", out, {g.N, g.C, g.out_h, g.out_w});
   HT_CHECK(g.C >= 1 && g.C <= kMaxImageChannels, "normalize_crop_flip: ", g.C, " channels (at most ",
            kMaxImageChannels, ")");
+  // As torchvision's normalize, which refuses a zero std; a NaN std is refused too (the CUDA twin checks the same).
+  for (int c = 0; c < g.C; ++c) HT_CHECK(g.std[c] > 0.0f, "normalize_crop_flip: std[", c, "] must be > 0");
   if (g.N == 0) return;
   normalize_crop_flip_impl.on(common_device("normalize_crop_flip", {&out}))(out.data(), in, crop_flip, g);
 }

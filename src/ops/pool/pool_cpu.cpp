@@ -25,7 +25,8 @@ void check_geom(const Pool2dGeom& g, const char* who) {
 // One plane, one output row at a time: for each input element of the window, a pass over the whole row
 // of outputs (a strided load the compiler vectorises), and the running maximum is a select, not a branch.
 // Scalar code with a branch per element (random on real activations) made this a fifth of a lenet step.
-// A NaN wins over every number and the first NaN of a window is kept (PyTorch propagates NaN the same way).
+// A NaN wins over every number, as in PyTorch, and the first NaN of a window is kept (as cuDNN and the host
+// emulation's pooling find it again; PyTorch's own kernel sends the gradient to the window's last NaN instead).
 template <typename T>
 HT_VECTOR_CLONES void maxpool_plane(T* __restrict y, int32_t* __restrict am, const T* __restrict x,
                                     const Pool2dGeom& g, int P, int Q) {

@@ -6,14 +6,17 @@
 
 namespace hetrain::ops {
 namespace {
+// Written so that a NaN takes the branch that keeps it, as PyTorch does: relu(NaN) = NaN (clamp_min), and
+// the backward is threshold_backward, y <= 0 ? 0 : dy, which passes dy where y is NaN. `x > 0 ? x : 0`
+// would turn NaN into 0 (test/support/nan_rules.hpp).
 struct ReluCpu {
   template <typename T>
   T operator()(T x) const {
-    return x > T(0) ? x : T(0);
+    return x <= T(0) ? T(0) : x;
   }
   template <typename T>
   T operator()(T dy, T y) const {
-    return y > T(0) ? dy : T(0);
+    return y <= T(0) ? T(0) : dy;
   }
 };
 }  // namespace

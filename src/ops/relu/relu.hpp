@@ -6,9 +6,10 @@
 
 namespace hetrain::ops {
 
-// y = max(x, 0); y may be x.
+// y = max(x, 0), NaN kept (PyTorch's relu); y may be x.
 void relu_forward(const Tensor& y, const Tensor& x);
-// dx = dy·[y > 0] from the forward's output y (y > 0 exactly where x > 0); dx may be dy.
+// dx = y <= 0 ? 0 : dy from the forward's output y (PyTorch's threshold_backward: dy passes where y is NaN);
+// dx may be dy.
 void relu_backward(const Tensor& dx, const Tensor& dy, const Tensor& y);
 
 extern UnaryOp relu_op;

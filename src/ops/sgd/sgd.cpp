@@ -10,23 +10,27 @@ namespace {
 // PyTorch initialises the momentum buffer with the first gradient; with dampening 0 that equals μ·0 + g, so
 // a zero-initialised buffer gives the same numbers. `Rate` gives element i's learning rate: one for all, or
 // the group's for the elements the mask marks (a select, so every element's rate is exactly one of the two).
+// An element without weight decay gets no decay term at all, as PyTorch adds none for weight_decay 0: 0·p
+// would turn an infinite parameter into NaN where PyTorch keeps it infinite.
+inline float decayed(float g, float wd, float p) { return wd != 0.0f ? g + wd * p : g; }
+
 template <typename Rate>
 void sgd_loops(float* p, float* v, const float* g, const float* wd, int64_t n, const SgdHyper& h, Rate lr) {
   const float mu = h.momentum;
   if (mu == 0.0f) {
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) p[i] -= lr(i) * (g[i] + wd[i] * p[i]);
+    for (int64_t i = 0; i < n; ++i) p[i] -= lr(i) * decayed(g[i], wd[i], p[i]);
   } else if (h.nesterov) {
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
     for (int64_t i = 0; i < n; ++i) {
-      const float d = g[i] + wd[i] * p[i];
+      const float d = decayed(g[i], wd[i], p[i]);
       v[i] = mu * v[i] + d;
       p[i] -= lr(i) * (d + mu * v[i]);
     }
   } else {
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
     for (int64_t i = 0; i < n; ++i) {
-      v[i] = mu * v[i] + (g[i] + wd[i] * p[i]);
+      v[i] = mu * v[i] + decayed(g[i], wd[i], p[i]);
       p[i] -= lr(i) * v[i];
     }
   }

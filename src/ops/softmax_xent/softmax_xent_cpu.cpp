@@ -43,7 +43,9 @@ T softmax_xent_forward(T* probs, const T* logits, const int32_t* labels, int N, 
     }
     const double inv = 1.0 / se;
     for (int k = 0; k < K; ++k) p[k] = T(double(p[k]) * inv);
-    total += std::log(se) + m - (1.0 - eps) * double(z[labels[n]]) - eps / K * sz;
+    // The smoothing term only with smoothing: PyTorch's loss without it never reads the other logits, so a
+    // −inf among them leaves it finite (0·−inf would be NaN).
+    total += std::log(se) + m - (1.0 - eps) * double(z[labels[n]]) - (eps > 0 ? eps / K * sz : 0.0);
   }
   return T(total / N);
 }
@@ -69,9 +71,9 @@ int64_t top1_correct(const T* logits, const int32_t* labels, int N, int K) {
   int64_t correct = 0;
   for (int n = 0; n < N; ++n) {
     const T* z = logits + int64_t(n) * K;
-    int best = 0;  // first maximum wins ties, like torch.argmax
+    int best = 0;  // first maximum wins ties, and a NaN beats every number, like torch.argmax
     for (int k = 1; k < K; ++k)
-      if (z[k] > z[best]) best = k;
+      if (z[k] > z[best] || (std::isnan(z[k]) && !std::isnan(z[best]))) best = k;
     correct += best == labels[n];
   }
   return correct;
