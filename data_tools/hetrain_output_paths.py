@@ -1,4 +1,4 @@
-"""The output-path rule of hetrain's Python tools (docs/architecture.md, invariant 9), as
+"""The output-path rule of hetrain's Python tools (docs/architecture.md, "Invariants"), as
 include/hetrain/output_paths.hpp has it for the C++ tools.
 
 Before any work, an output is refused, with one line, when it is the same file as an input (device and

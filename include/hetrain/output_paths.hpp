@@ -1,5 +1,5 @@
 // hetrain/output_paths.hpp — the one rule for every file a hetrain tool writes (docs/architecture.md,
-// invariant 9: an output never replaces an input or a device node).
+// "Invariants": an output never replaces an input or a device node).
 //
 // Before any work, each output path is checked against every input and against the other outputs, and
 // refused with one line when it

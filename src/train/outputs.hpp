@@ -46,7 +46,7 @@ class Outputs {
   std::string samples_path_;
 };
 
-// Invariant 9 (hetrain/output_paths.hpp) for hetrain train, on this rank: its outputs (--metrics on rank 0,
+// The output-path rule (hetrain/output_paths.hpp) for hetrain train, on this rank: its outputs (--metrics on rank 0,
 // --dump-samples, --dump-params, the checkpoints under --checkpoint-dir) against every input (--data, --val,
 // --init-from, --resume, --config, a --model file). Throws one line; run inside the set-up's agreement, before
 // anything is written.

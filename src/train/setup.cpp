@@ -252,7 +252,7 @@ Mode check_options(const TrainConfig& cfg, int ranks) {
 // unwritable after hours, and what killed runs left there is cleared (with a note).
 void prepare_output_folders(const TrainConfig& cfg, const dist::World& world, Setup& s) {
   HT_CHECK(cfg.resume != "auto" || !cfg.checkpoint_dir.empty(), "--resume auto needs --checkpoint-dir (where to look)");
-  check_train_outputs(cfg, world.rank());  // invariant 9: no output replaces an input or a device node
+  check_train_outputs(cfg, world.rank());  // no output may replace an input or a device node
   if (!cfg.checkpoint_dir.empty() && world.rank() == 0) {  // rank 0 writes; find out now, not after hours
     check_writable_folder(cfg.checkpoint_dir, "--checkpoint-dir");
     std::string gone;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Invariant 9: an output never replaces an input or a device node (hetrain/output_paths.hpp,
+# An output never replaces an input or a device node (docs/architecture.md, "Invariants") (hetrain/output_paths.hpp,
 # data_tools/hetrain_output_paths.py). Every output option of every tool (hetrain train --metrics,
 # --dump-params, --dump-samples and the checkpoints; hetrain eval --save-json and --dump-batch; hetrain-pack
 # -o and --val-output; hetrain_to_torch.py -o; torch_to_hetrain.py -o) is pointed at an input, a symbolic link
