@@ -41,7 +41,7 @@ run() {  # name balance
   local out="$TMP/$1.log"
   if ! timeout 3600 mpirun --oversubscribe -n 4 "$BIN" train --model models/yolov5n.yaml --data "$TMP/train.h5" \
       --val "$TMP/test.h5" --global-batch "$B" --epochs "$EPOCHS" --lr 0.01 --momentum 0.937 --no-bn-decay \
-      --warmup-epochs 1 --augment --device cpu --val-every-samples "$EVERY" --log-every 0 --balance "$2" \
+      --warmup-epochs 1 --device cpu --val-every-samples "$EVERY" --log-every 0 --balance "$2" \
       --emulate-speed "$ES" >"$out" 2>&1; then
     echo "detect_hetero: the $1 run failed:"; tail -3 "$out"; return 1
   fi

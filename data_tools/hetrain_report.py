@@ -123,6 +123,8 @@ def _cut_short(raw):
     try:
         json.loads(_fix_non_finite(raw.decode("utf-8", "replace")))
         return False
+    except RecursionError:  # complete but nested too deeply: read_metrics names it
+        return False
     except ValueError:
         return True
 
@@ -164,6 +166,9 @@ def read_metrics(path, notes=None):
                               % where)
         try:
             row = json.loads(_fix_non_finite(text))
+        except RecursionError:
+            raise ReportError("%s nests JSON too deeply to read (a metrics line is one flat object): not a metrics "
+                              "file (JSON lines from hetrain train --metrics)" % where)
         except ValueError:
             raise ReportError("%s is not JSON: not a metrics file (JSON lines from hetrain train --metrics)"
                               % where)

@@ -14,7 +14,7 @@ namespace hetrain {
 class Error : public std::runtime_error {
  public:
   Error(const std::string& message, const char* file, int line);
-  const std::string& message() const { return message_; }  // without location, rank or host
+  const std::string& message() const { return message_; }  // without rank or host; location only with --verbose
   const char* file() const { return file_; }
   int line() const { return line_; }
 
@@ -40,6 +40,10 @@ constexpr size_t kQuotedChars = 200;
 std::string quoted(const std::string& value);
 // The same text without the quotes and the byte count: escaped, cut after kQuotedChars with "…".
 std::string clipped(const std::string& value);
+
+// --verbose: every Error's message ends with its source location from now on ("... [setup.cpp:212]"), as an
+// internal error's always does. Set once at start-up, before any worker thread exists.
+void set_error_locations(bool on);
 
 // Rank and host that every Error message carries from now on ("rank 3 on node17").
 // Set once by the MPI world at start-up; before that errors carry no rank.

@@ -17,6 +17,9 @@ namespace hetrain::train {
 // Exit status of a run that a stop signal (SIGTERM, SIGUSR1, SIGINT) ended early after writing its
 // checkpoint (sysexits' EX_TEMPFAIL): `--resume auto` continues it; jobs/train.sbatch requeues on it.
 constexpr int kExitStoppedForResume = 75;
+// Exit status of a run that a stop signal ended early with no checkpoint written (no --checkpoint-dir):
+// there is nothing to continue from, so a requeueing script must not take it for 75.
+constexpr int kExitStoppedWithoutCheckpoint = 76;
 
 struct TrainConfig {
   // data
@@ -123,7 +126,8 @@ struct TrainResult {
   double val_accuracy = -1;     // last validation accuracy (mAP@0.5 for a detector), -1 when no validation set
   double samples_per_second = 0;  // over the timed steps (after the first, which warms up)
   int64_t steps = 0;            // global steps completed (a resumed run counts from the start of training)
-  bool stopped_by_signal = false;  // SIGTERM, SIGUSR1 or SIGINT ended the run early, after a checkpoint
+  bool stopped_by_signal = false;  // SIGTERM, SIGUSR1 or SIGINT ended the run early
+  bool stop_checkpointed = false;  // ... and its stop checkpoint was written (with --checkpoint-dir)
 };
 
 // Parses "5,0,17,10" into integers; `option` names the flag in errors.

@@ -35,6 +35,7 @@
 
 namespace po = boost::program_options;
 using hetrain::train::TrainConfig;
+using hetrain::train::TrainResult;
 
 namespace {
 
@@ -77,7 +78,8 @@ const char* kUsage =
     "      --momentum 0.937 --epochs 30        (a detector, augmented as YOLOv5: docs/detection.md)\n"
     "\n"
     "Exit status: 0 done; 1 error; 2 bad command line; 75 stopped by SIGTERM/SIGUSR1/SIGINT after writing a\n"
-    "checkpoint (continue with --resume auto). Datasets are HDF5 files made by hetrain-pack\n"
+    "checkpoint (continue with --resume auto); 76 stopped by one without a checkpoint (no --checkpoint-dir).\n"
+    "Datasets are HDF5 files made by hetrain-pack\n"
     "(docs/dataset-format.md); checkpoints are described in docs/checkpoint-format.md.\n";
 
 // The options that reach TrainConfig only after a conversion (lists, the precision, negated switches).
@@ -100,30 +102,78 @@ std::string error_text(const std::exception& e, bool verbose) {
   return text;
 }
 
-// Options that only some modes use. Set to anything but their default in a mode that ignores them they are
-// refused, as a usage error: the run would not do what was asked (docs/config-file.md, "Options of one mode").
-struct ModeOption {
-  const char* name;
-  std::vector<std::string> modes;
+// Options that only mean something next to another option (a mode, a schedule, a folder, ...). Set to anything
+// but their default where that other option is not so, they are refused, as a usage error: the run would not
+// do what was asked (docs/config-file.md, "Options that need another"). One row per option and need; the
+// first row a run breaks is the one reported.
+struct OptionNeed {
+  const char* name;                 // the option, refused when given with a value other than its default
+  const char* key;                  // the option it needs
+  std::vector<std::string> values;  // key's values it applies to (the others are refused) | empty: key must be given
+  const char* why = "";             // for a key that must be given: what it is, in words ("where they go")
+  const char* alternative = "";     // another option that does as well as key (--synthetic-val for --val)
 };
-const ModeOption kModeOptions[] = {
-    {"groups", {"hybrid"}},         {"elastic-alpha", {"async", "hybrid"}}, {"elastic-every", {"async", "hybrid"}},
-    {"local-batch", {"async", "hybrid"}}, {"balance", {"sync", "hybrid"}}, {"rebalance-every", {"sync", "hybrid"}},
-    {"split", {"sync"}},            {"stop-at-step", {"sync"}},             {"bucket-mb", {"sync"}},
-    {"compress", {"sync"}},           {"compress-start", {"sync"}},
+const std::vector<std::string> kModes = {"sync", "async", "hybrid"};
+const OptionNeed kOptionNeeds[] = {
+    {"groups", "mode", {"hybrid"}},
+    {"elastic-alpha", "mode", {"async", "hybrid"}},
+    {"elastic-every", "mode", {"async", "hybrid"}},
+    {"local-batch", "mode", {"async", "hybrid"}},
+    {"balance", "mode", {"sync", "hybrid"}},
+    {"rebalance-every", "mode", {"sync", "hybrid"}},
+    {"rebalance-every", "balance", {"static", "dynamic"}},
+    {"split", "mode", {"sync"}},
+    {"stop-at-step", "mode", {"sync"}},
+    {"bucket-mb", "mode", {"sync"}},
+    {"compress", "mode", {"sync"}},
+    {"compress-start", "mode", {"sync"}},
+    {"milestones", "schedule", {"step"}},
+    {"gamma", "schedule", {"step"}},
+    {"checkpoint-every", "checkpoint-dir", {}, "the folder checkpoints go to"},
+    {"checkpoint-minutes", "checkpoint-dir", {}, "the folder checkpoints go to"},
+    {"keep-checkpoints", "checkpoint-dir", {}, "the folder checkpoints go to"},
+    {"ema-ramp", "ema-decay", {}, "the moving average it ramps up"},
+    {"val-every-samples", "val", {}, "the data it validates on", "synthetic-val"},
 };
+// The values each key of a value row may take; a value outside them is left for the trainer to name.
+const std::vector<std::string>& known_values(const std::string& key) {
+  static const std::vector<std::string> schedules = {"cosine", "step", "constant"},
+                                        balances = {"none", "static", "dynamic"}, none;
+  return key == "mode" ? kModes : key == "schedule" ? schedules : key == "balance" ? balances : none;
+}
 
-void refuse_options_of_other_modes(const po::options_description& opts, const po::variables_map& vm,
-                                   const std::string& mode) {
-  if (mode != "sync" && mode != "async" && mode != "hybrid") return;  // the trainer names a bad --mode
-  for (const ModeOption& o : kModeOptions) {
-    if (std::find(o.modes.begin(), o.modes.end(), mode) != o.modes.end() ||
-        !hetrain::train::differs_from_default(opts, vm, o.name))
+std::string one_or_two(const std::vector<std::string>& v) {
+  return v.size() == 1 ? v[0] : v.size() == 2 ? v[0] + " and " + v[1] : v[0] + ", " + v[1] + " and " + v[2];
+}
+
+// Throws the first row of kOptionNeeds this configuration breaks, and the augmentation options that
+// contradict --no-augment.
+void refuse_options_without_their_needs(const po::options_description& opts, const po::variables_map& vm,
+                                        const TrainConfig& cfg) {
+  using hetrain::train::differs_from_default;
+  for (const OptionNeed& o : kOptionNeeds) {
+    if (!differs_from_default(opts, vm, o.name)) continue;
+    const std::string name = std::string("--") + o.name, key = std::string("--") + o.key;
+    if (!o.values.empty()) {
+      const std::string value = vm.count(o.key) ? vm[o.key].as<std::string>() : "";
+      const auto& known = known_values(o.key);
+      if (std::find(o.values.begin(), o.values.end(), value) != o.values.end() ||
+          std::find(known.begin(), known.end(), value) == known.end())
+        continue;
+      throw std::runtime_error(name + " applies to " + key + " " + one_or_two(o.values) + " only, and this run is " +
+                               key + " " + value + ": drop " + name + " or change " + key);
+    }
+    if (differs_from_default(opts, vm, o.key) || (*o.alternative && differs_from_default(opts, vm, o.alternative)))
       continue;
-    const std::string modes = o.modes.size() == 1 ? o.modes[0] : o.modes[0] + " and " + o.modes[1];
-    throw std::runtime_error(std::string("--") + o.name + " applies to --mode " + modes + " only, and this run is --mode " +
-                             mode + ": drop --" + o.name + " or change --mode");
+    const std::string either = *o.alternative ? key + " or --" + o.alternative : key;
+    throw std::runtime_error(name + " needs " + either + " (" + o.why + "), and this run has " +
+                             (*o.alternative ? "neither" : "none") + ": give " + either + " or drop " + name);
   }
+  if (!cfg.no_augment) return;
+  for (const char* a : {"mosaic", "affine-scale", "affine-translate", "hsv-h", "hsv-s", "hsv-v", "fliplr"})
+    if (differs_from_default(opts, vm, a) && vm[a].as<float>() != 0)
+      throw std::runtime_error(std::string("--") + a + " asks for an augmentation, and --no-augment turns every "
+                               "augmentation off: give one of them");
 }
 
 // --augment's value: crop (also what a bare --augment and a config file's "augment = true" mean) or rrc.
@@ -423,7 +473,7 @@ int cmd_train(int argc, char** argv) {
       hetrain::train::parse_config_file(cfg.config_path, opts, vm);
     }
     po::notify(vm);
-    refuse_options_of_other_modes(opts, vm, cfg.mode);
+    refuse_options_without_their_needs(opts, vm, cfg);
     check_sample_count(cfg.synthetic, "--synthetic");
     if (cfg.synthetic_val < 0)
       throw po::error("--synthetic-val must not be negative, got " + std::to_string(cfg.synthetic_val));
@@ -458,10 +508,14 @@ int cmd_train(int argc, char** argv) {
     return command_line_error();
   }
 
+  hetrain::set_error_locations(raw.verbose);
   auto& world = hetrain::dist::World::init(&argc, &argv);
   int status = 0;
   try {
-    if (hetrain::train::run_training(cfg).stopped_by_signal) status = hetrain::train::kExitStoppedForResume;
+    const TrainResult result = hetrain::train::run_training(cfg);
+    if (result.stopped_by_signal)
+      status = result.stop_checkpointed ? hetrain::train::kExitStoppedForResume
+                                        : hetrain::train::kExitStoppedWithoutCheckpoint;
   } catch (const hetrain::AgreedError& e) {  // every rank has it; rank 0 reports, all exit cleanly
     if (world.rank() == 0) std::fprintf(stderr, "hetrain: error: %s\n", e.message().c_str());
     world.finalize();
@@ -512,10 +566,13 @@ int cmd_eval(int argc, char** argv) {
     }
     po::notify(vm);
     check_sample_count(cfg.synthetic, "--synthetic");
+    if (vm.count("save-json") && cfg.save_json.empty())
+      throw po::error("--save-json needs a file name (where the detections go), got an empty one");
   } catch (const std::exception& e) {
     if (launcher_rank() == 0) std::fprintf(stderr, "hetrain: error: %s (see hetrain eval --help)\n", e.what());
     return command_line_error();
   }
+  hetrain::set_error_locations(verbose);
   auto& world = hetrain::dist::World::init(&argc, &argv);
   try {
     hetrain::train::run_evaluation(cfg);

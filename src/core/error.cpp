@@ -9,6 +9,7 @@ namespace {
 // Written once at start-up before any worker thread exists; read-only afterwards.
 int g_rank = -1;
 std::string g_host;
+bool g_locations = false;  // --verbose: every message carries its source location
 
 const char* basename_of(const char* path) {
   const char* slash = std::strrchr(path, '/');
@@ -31,7 +32,24 @@ std::string location_suffix(const std::string& message, const char* file, int li
   if (!internal_error(message)) return "";
   return std::string(" [") + basename_of(file) + ":" + std::to_string(line) + "]";
 }
+
+// With --verbose the message itself ends with its location, so that it survives being passed on as text
+// (an error every rank agrees on travels as its message, dist/agreement.cpp). Once: an internal error has it.
+bool ends_with_location(const std::string& m) {  // "... [file.cpp:123]"
+  const size_t open = m.rfind(" [");
+  if (m.empty() || m.back() != ']' || open == std::string::npos) return false;
+  const size_t colon = m.rfind(':');
+  return colon != std::string::npos && colon > open && colon + 2 < m.size() &&
+         m.find_first_not_of("0123456789", colon + 1) == m.size() - 1;
+}
+
+std::string with_location(const std::string& message, const char* file, int line) {
+  if (!g_locations || internal_error(message) || !file || ends_with_location(message)) return message;
+  return message + " [" + basename_of(file) + ":" + std::to_string(line) + "]";
+}
 }  // namespace
+
+void set_error_locations(bool on) { g_locations = on; }
 
 void set_error_context(int rank, const std::string& host) {
   g_rank = rank;
@@ -84,8 +102,9 @@ std::string quoted(const std::string& value) {
 }
 
 Error::Error(const std::string& message, const char* file, int line)
-    : std::runtime_error(error_context_prefix() + message + location_suffix(message, file, line)),
-      message_(message),
+    : std::runtime_error(error_context_prefix() + with_location(message, file, line) +
+                         location_suffix(message, file, line)),
+      message_(with_location(message, file, line)),
       file_(file),
       line_(line) {}
 

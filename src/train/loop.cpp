@@ -30,8 +30,12 @@ TrainResult TrainingLoop::run() {
   while (true) {
     StepEnd end = mode_->step(result);
     follow_up(end, result);
+    // Once a checkpoint has been timed, the checkpointer warns if a stop's would outlast mpirun's grace.
+    if (run_.checkpointer.last_step() >= 0) disarm_stop_warning();
     if (end.finished || end.stopping()) {
       result.stopped_by_signal = end.stop_signal;
+      // A stop writes its checkpoint (follow_up) whenever there is a --checkpoint-dir; a failed write throws.
+      result.stop_checkpointed = end.stop_signal && run_.checkpointer.enabled();
       break;
     }
   }
@@ -112,6 +116,7 @@ void TrainingLoop::finish(TrainResult& result) {
 TrainResult run_training(const TrainConfig& config) {
   install_stop_handlers();
   TrainingLoop loop(config);
+  if (dist::World::get().rank() == 0) arm_stop_warning(!config.checkpoint_dir.empty());
   return loop.run();
 }
 

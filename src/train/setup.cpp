@@ -2,12 +2,20 @@
 
 #include <mpi.h>
 
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
+#include <thread>
 
 #include "hetrain/cuda.hpp"
 #include "hetrain/error.hpp"
@@ -186,6 +194,16 @@ void parse_rank_step(const std::string& text, const char* option, int ranks, int
   *step_out = step;
 }
 
+// A float option's value as a range check reports it: every digit it holds (0.99999994, not 1), and for a
+// value the command line gave below 1 that rounded up to 1, what happened.
+std::string float_text(float x) {
+  char text[96];
+  std::snprintf(text, sizeof text, "%.9g", double(x));
+  std::string out = text;
+  if (x == 1.0f) out += " (the nearest 32-bit float to the value given; the largest below 1 is 0.99999994)";
+  return out;
+}
+
 // The option checks that need neither data nor model, in the order a user meets them; returns the mode.
 Mode check_options(const TrainConfig& cfg, int ranks) {
   HT_CHECK(cfg.global_batch >= 1, "--global-batch must be at least 1, got ", cfg.global_batch);
@@ -196,7 +214,7 @@ Mode check_options(const TrainConfig& cfg, int ranks) {
   HT_CHECK(cfg.decode_threads >= 0, "--decode-threads must not be negative (0: as many as --threads), got ",
            cfg.decode_threads);
   HT_CHECK(cfg.label_smoothing >= 0 && cfg.label_smoothing < 1, "--label-smoothing must be in [0, 1), got ",
-           cfg.label_smoothing);
+           float_text(cfg.label_smoothing));
   HT_CHECK(cfg.last_batch == "drop" || cfg.last_batch == "partial", "--last-batch must be drop or partial, got '",
            cfg.last_batch, "'");
   HT_CHECK(cfg.synthetic >= 0, "--synthetic must be a positive number of samples, got ", cfg.synthetic);
@@ -212,11 +230,11 @@ Mode check_options(const TrainConfig& cfg, int ranks) {
   HT_CHECK(std::isfinite(cfg.warmup_bias_lr) && cfg.warmup_bias_lr >= 0, "--warmup-bias-lr must be >= 0, got ",
            cfg.warmup_bias_lr);
   HT_CHECK(std::isfinite(cfg.warmup_momentum) && cfg.warmup_momentum < 1,
-           "--warmup-momentum must be in [0, 1), got ", cfg.warmup_momentum);
+           "--warmup-momentum must be in [0, 1), got ", float_text(cfg.warmup_momentum));
   HT_CHECK(cfg.warmup_momentum < 0 || !cfg.nesterov || cfg.warmup_momentum > 0,
            "--warmup-momentum 0 with --nesterov: Nesterov needs a momentum > 0");
   HT_CHECK(std::isfinite(cfg.ema_decay) && cfg.ema_decay >= 0 && cfg.ema_decay < 1,
-           "--ema-decay must be in [0, 1) (0: no moving average), got ", cfg.ema_decay);
+           "--ema-decay must be in [0, 1) (0: no moving average), got ", float_text(cfg.ema_decay));
   HT_CHECK(std::isfinite(cfg.ema_ramp) && cfg.ema_ramp > 0, "--ema-ramp must be > 0 updates, got ", cfg.ema_ramp);
   HT_CHECK(cfg.val_every_samples >= 0, "--val-every-samples must not be negative, got ", cfg.val_every_samples);
   HT_CHECK(cfg.max_steps >= 0, "--max-steps must not be negative, got ", cfg.max_steps);
@@ -234,7 +252,7 @@ Mode check_options(const TrainConfig& cfg, int ranks) {
     HT_CHECK(cfg.fixed_split.empty(), "--split fixes the synchronous split; --mode ", cfg.mode,
              " has no global split (each rank takes --local-batch samples per step)");
     HT_CHECK(std::isfinite(cfg.elastic_alpha) && cfg.elastic_alpha > 0 && cfg.elastic_alpha <= 1,
-             "--elastic-alpha must be in (0, 1], got ", cfg.elastic_alpha);
+             "--elastic-alpha must be in (0, 1], got ", float_text(cfg.elastic_alpha));
     HT_CHECK(cfg.elastic_every >= 1, "--elastic-every must be at least 1 local step, got ", cfg.elastic_every);
     HT_CHECK(cfg.local_batch >= 0, "--local-batch must not be negative, got ", cfg.local_batch);
     HT_CHECK(cfg.stop_at_step == 0, "--stop-at-step is for the synchronous mode (async ranks have no common step)");
@@ -246,6 +264,45 @@ Mode check_options(const TrainConfig& cfg, int ranks) {
   HT_CHECK(cfg.compress_start >= 0, "--compress-start must be a step >= 0, got ", cfg.compress_start);
   dist::parse_hierarchy(cfg.hierarchical);  // throws for a bad --hierarchical
   return mode;
+}
+
+// The epoch plan of `num_samples` training samples; throws when not one step fits.
+std::unique_ptr<data::EpochPlan> epoch_plan(const TrainConfig& cfg, int64_t num_samples) {
+  auto plan = std::make_unique<data::EpochPlan>(cfg.seed, num_samples, cfg.step_batch(),
+                                                cfg.last_batch == "drop" ? data::LastBatch::Drop : data::LastBatch::Partial);
+  HT_CHECK(plan->steps_per_epoch() >= 1, "--global-batch ", cfg.global_batch,
+           cfg.accumulate > 1 ? " x --accumulate " + std::to_string(cfg.accumulate) : "", " is larger than the ",
+           num_samples, " training samples (with --last-batch drop no step is left)");
+  return plan;
+}
+
+// Rank 0: the metrics a killed run left (PATH.tmp-PID of a process no longer running on this host) kept as
+// PATH.killed-PID, a name that says what they are and that no later run removes; one note each.
+std::vector<std::string> keep_killed_metrics(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1),
+                    base = slash == std::string::npos ? path : path.substr(slash + 1);
+  std::vector<std::string> notes;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return notes;
+  const std::string prefix = base + ".tmp-";
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name, digits = name.substr(std::min(name.size(), prefix.size()));
+    if (name.compare(0, prefix.size(), prefix) != 0 || digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    const long pid = std::strtol(digits.c_str(), nullptr, 10);
+    if (pid <= 0 || pid == long(::getpid()) || ::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // alive
+    const std::string from = (dir == "." ? "" : dir) + name, stem = (dir == "." ? "" : dir) + base + ".killed-" + digits;
+    std::string to = stem;
+    struct stat st {};
+    for (int n = 2; ::lstat(to.c_str(), &st) == 0; ++n) to = stem + "." + std::to_string(n);  // a PID used again
+    if (::rename(from.c_str(), to.c_str()) == 0)
+      notes.push_back("kept " + from + ", the lines of a run that was killed (process " + digits + "), as " + to);
+  }
+  ::closedir(d);
+  std::sort(notes.begin(), notes.end());
+  return notes;
 }
 
 // Rank 0 writes the checkpoints and the metrics: their folder is checked and locked now, not found
@@ -263,10 +320,9 @@ void prepare_output_folders(const TrainConfig& cfg, const dist::World& world, Se
       s.notes.push_back("checkpoints: removed " + f + " (left by a writer that is gone)");
   }
   // A run killed outright (SIGKILL, a node lost) leaves its metrics in PATH.tmp-PID; the next run writing the
-  // same path clears those of processes that no longer run on this host (docs/report.md).
+  // same path keeps those of processes that no longer run on this host as PATH.killed-PID (docs/report.md).
   if (!cfg.metrics_path.empty() && world.rank() == 0)
-    for (const std::string& f : data::remove_stale_temporaries({cfg.metrics_path}))
-      s.notes.push_back("metrics: removed " + f);
+    for (const std::string& f : keep_killed_metrics(cfg.metrics_path)) s.notes.push_back("metrics: " + f);
 }
 
 // The training data (and validation data), checked against each other and against the rank count.
@@ -278,6 +334,13 @@ void open_data(const TrainConfig& cfg, int ranks, Setup& s) {
   so.prefetch_depth = cfg.prefetch_depth;
   so.threads = cfg.threads;
   so.decode_threads = cfg.decode_threads;
+  // More decoding threads than the node has cores only compete for them (and 100000 threads would not start).
+  const int cores = std::max(1, int(std::thread::hardware_concurrency()));
+  if (cfg.decode_threads > cores) {
+    so.decode_threads = cores;
+    s.notes.push_back("data: --decode-threads " + std::to_string(cfg.decode_threads) + " capped at " +
+                      std::to_string(cores) + ", the cores of this node");
+  }
   so.augment.random_crop = so.augment.hflip = cfg.augment && !cfg.resized_crop;
   so.augment.resized_crop = cfg.resized_crop;
   if (cfg.synthetic > 0) {
@@ -285,6 +348,7 @@ void open_data(const TrainConfig& cfg, int ranks, Setup& s) {
     data::check_sample_shape("--synthetic-shape", cfg.synthetic_shape[0], cfg.synthetic_shape[1],
                              cfg.synthetic_shape[2]);
     const auto& sh = cfg.synthetic_shape;
+    epoch_plan(cfg, cfg.synthetic);  // a batch larger than the samples is refused before they are made
     s.train = make_synthetic_source(cfg.synthetic, sh[0], sh[1], sh[2], cfg.synthetic_classes, cfg.seed, 0, so);
     if (cfg.synthetic_val > 0)
       s.val = make_synthetic_source(cfg.synthetic_val, sh[0], sh[1], sh[2], cfg.synthetic_classes, cfg.seed,
@@ -299,7 +363,7 @@ void open_data(const TrainConfig& cfg, int ranks, Setup& s) {
   }
   const auto& info = s.train->info();
   if (info.jpeg || (s.val && s.val->info().jpeg)) {
-    const int threads = cfg.decode_threads > 0 ? cfg.decode_threads : cfg.threads;
+    const int threads = so.decode_threads > 0 ? so.decode_threads : cfg.threads;
     s.notes.push_back("data: JPEG storage, decoded to " + std::to_string(info.height) + "x" + std::to_string(info.width) +
                       " on " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
                       " per rank (--decode-threads); evaluation: shorter side to 256/224 of that, centre crop");
@@ -349,8 +413,9 @@ void build_model(const TrainConfig& cfg, Setup& s) {
   const bool detect_options_given = d.mosaic != yolov5.mosaic || d.scale != yolov5.scale ||
                                     d.translate != yolov5.translate || d.hsv_h != yolov5.hsv_h ||
                                     d.hsv_s != yolov5.hsv_s || d.hsv_v != yolov5.hsv_v || d.fliplr != yolov5.fliplr;
-  HT_CHECK(!(s.model->detect_head() && cfg.resized_crop), "--augment rrc is a classifier's recipe, and model ",
-           cfg.model, " is a detector (augmented by --mosaic, --affine-*, --hsv-* and --fliplr): drop it");
+  HT_CHECK(!(s.model->detect_head() && cfg.augment), cfg.resized_crop ? "--augment rrc" : "--augment",
+           " is a classifier's recipe, and model ", cfg.model,
+           " is a detector (augmented without it, by --mosaic, --affine-*, --hsv-* and --fliplr): drop it");
   if (s.model->detect_head() && s.augment) {
     data::AugmentConfig aug;
     aug.detection = true;
@@ -379,12 +444,8 @@ void build_model(const TrainConfig& cfg, Setup& s) {
 // The epoch plan, the run's length, the learning-rate schedule and the optimizer.
 void build_optimizer(const TrainConfig& cfg, Setup& s) {
   const auto& info = s.train->info();
-  s.plan = std::make_unique<data::EpochPlan>(cfg.seed, info.num_samples, cfg.step_batch(),
-                                             cfg.last_batch == "drop" ? data::LastBatch::Drop : data::LastBatch::Partial);
+  s.plan = epoch_plan(cfg, info.num_samples);
   const int64_t spe = s.plan->steps_per_epoch();
-  HT_CHECK(spe >= 1, "--global-batch ", cfg.global_batch, cfg.accumulate > 1 ? " x --accumulate " + std::to_string(cfg.accumulate) : "",
-           " is larger than the ", info.num_samples,
-           " training samples (with --last-batch drop no step is left)");
   s.total_steps = spe * cfg.epochs;
   if (cfg.max_steps > 0) s.total_steps = std::min(s.total_steps, cfg.max_steps);
 

@@ -16,4 +16,11 @@ int last_stop_signal();
 // cut before. SIGUSR1 is passed on without a kill. Negative when mpirun did not start this process.
 double mpirun_kill_grace_seconds();
 
+// Rank 0, at start-up: a SIGTERM or SIGINT that comes under mpirun before any checkpoint of this run was
+// timed prints one warning that the stop checkpoint may be lost to mpirun's kill, naming SIGUSR1 (once a
+// checkpoint has been timed, the checkpointer says so only when it was slower than the grace). Nothing
+// without checkpoints or without mpirun.
+void arm_stop_warning(bool writes_checkpoints);
+void disarm_stop_warning();
+
 }  // namespace hetrain::train

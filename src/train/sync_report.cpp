@@ -62,9 +62,12 @@ void SyncReport::announce(const Checkpointer& checkpointer) const {
               dist::is_16bit(s_.wire) ? (std::string(", ") + dist::wire_name(s_.wire) + " on the wire (--reduce-precision)").c_str() : "");
   if (cfg_.precision != Precision::FP32) std::printf("%s\n", precision_text(cfg_.precision).c_str());
   if (checkpointer.enabled())
-    std::printf("checkpoints: %s, every %s, newest %d kept\n", cfg_.checkpoint_dir.c_str(), checkpoint_interval().c_str(),
+    std::printf("checkpoints: %s, %s, newest %d kept\n", cfg_.checkpoint_dir.c_str(), checkpoint_interval().c_str(),
                 cfg_.keep_checkpoints);
-  if (s_.start_step > 0)
+  if (s_.start_step > s_.total_steps)
+    std::printf("resuming at step %lld, past this run's last step %lld: nothing left to train\n",
+                (long long)s_.start_step, (long long)s_.total_steps);
+  else if (s_.start_step > 0)
     std::printf("resuming at step %lld of %lld (epoch %lld)\n", (long long)s_.start_step, (long long)s_.total_steps,
                 (long long)(s_.start_step / s_.plan->steps_per_epoch() + 1));
   if (s_.emulator.active()) std::printf("%s\n", s_.emulator.describe().c_str());
@@ -142,13 +145,20 @@ void SyncReport::summary(const TrainResult& result, double timed_seconds, double
     std::printf("fp16: %lld step(s) skipped for overflow, loss scale %g\n", (long long)s_.loss_scaler.skipped(),
                 s_.loss_scaler.scale());
   if (!memory_peaks_.empty()) std::printf("%s\n", memory_summary(memory_peaks_).c_str());
-  if (result.steps == s_.start_step)  // resumed at the end: no rate, no loss
+  if (result.steps == s_.start_step && s_.start_step > s_.total_steps)  // resumed past a shorter run's end
+    std::printf("done: nothing left to train, the checkpoint was at step %lld, past this run's last step %lld\n",
+                (long long)result.steps, (long long)s_.total_steps);
+  else if (result.steps == s_.start_step)  // resumed at the end: no rate, no loss
     std::printf("done: nothing left to train, the run was already at step %lld of %lld\n",
                 (long long)result.steps, (long long)s_.total_steps);
-  else
-    std::printf("done: %lld steps, %.1f samples/s (after the first step), final train loss %.4f%s\n",
-                (long long)result.steps, result.samples_per_second, result.final_loss,
-                val_text(result.val_accuracy).c_str());
+  else {
+    // The first step warms up and is not timed: a run of one step has no rate to show.
+    char rate[64] = "no rate (the first step is not timed)";
+    if (result.samples_per_second > 0)
+      std::snprintf(rate, sizeof rate, "%.1f samples/s (after the first step)", result.samples_per_second);
+    std::printf("done: %lld %s, %s, final train loss %.4f%s\n", (long long)result.steps,
+                result.steps == 1 ? "step" : "steps", rate, result.final_loss, val_text(result.val_accuracy).c_str());
+  }
 }
 
 // A progress line's training accuracy, "  acc  91.20%"; nothing for a detector (it is scored by mAP).
@@ -199,7 +209,7 @@ std::string SyncReport::checkpoint_interval() const {
     std::snprintf(buf, sizeof buf, "%s%g minutes", out.empty() ? "" : " and ", cfg_.checkpoint_minutes);
     out += buf;
   }
-  return (out.empty() ? "never" : out) + " and at the end";
+  return out.empty() ? "at the end only (and on a stop signal)" : "every " + out + " and at the end";
 }
 
 // A loss that stays at ln K (uniform guessing over K classes) for many steps means the model is not

@@ -5,7 +5,9 @@
 #  1. a checkpoint slower than mpirun's grace brings one warning saying so and which signal to send
 #     instead (none when it was faster);
 #  2. that signal, SIGUSR1 to mpirun, ends the job with exit 75 and a complete stop checkpoint, however long
-#     it takes to write, and a resume continues from it.
+#     it takes to write, and a resume continues from it;
+#  3. a SIGTERM to mpirun before any checkpoint of the run was timed brings one warning that a large model's
+#     stop checkpoint may not finish, naming SIGUSR1.
 source "$(dirname "$0")/lib.sh"
 # A fixed split: the balancer could give a rank one sample, which batch norm cannot normalize at layer4's 1x1.
 ARGS=(--model resnet18 --synthetic 4096 --synthetic-shape 3,32,32 --global-batch 8 --split 4,4 --epochs 1
@@ -46,4 +48,16 @@ wrote=$(grep "^checkpoint: $ck" "$TMP/out")
 run_mpi 2 "${ARGS[@]}" --checkpoint-dir "$TMP/ck" --resume auto --max-steps $((stop + 1)) >"$TMP/resume.out" 2>&1 \
   || { cat "$TMP/resume.out"; fail "resuming from the stop checkpoint failed"; }
 grep -q "^resume: $ck (step $stop" "$TMP/resume.out" || { cat "$TMP/resume.out"; fail "did not resume from $ck"; }
-pass "SIGUSR1 to mpirun: exit 75 after step $stop, $wrote; resumed from it"
+
+# 3. SIGTERM to mpirun with no checkpoint timed yet (mlp: quick to start; the checkpoints are by time only).
+mpirun -n 2 "$HETRAIN" train --model mlp --synthetic 256 --synthetic-shape 1,8,8 --global-batch 16 --epochs 100000 \
+  --device cpu --lr 0.01 --log-every 1 --checkpoint-dir "$TMP/term" >"$TMP/term.out" 2>"$TMP/term.err" &
+launcher=$!
+at_exit "kill -KILL $launcher 2>/dev/null"
+for _ in $(seq 600); do grep -q "^step 3/" "$TMP/term.out" 2>/dev/null && break; sleep 0.1; done
+kill -TERM $launcher
+wait $launcher
+[ "$(grep -c "^warning: SIGTERM under mpirun: mpirun kills the ranks 1 s after it (Open MPI's odls_base_sigkill_timeout), and no checkpoint of this run has been timed yet: a large model's stop checkpoint may not finish. SIGUSR1 to mpirun (kill -USR1 PID) is the safe stop" "$TMP/term.err")" -eq 1 ] \
+  || { cat "$TMP/term.err"; fail "a SIGTERM to mpirun before any timed checkpoint: not one warning naming SIGUSR1"; }
+echo "3. $(grep '^warning: SIGTERM' "$TMP/term.err" | cut -c 1-120)..."
+pass "SIGUSR1 to mpirun: exit 75 after step $stop, $wrote; resumed from it; a SIGTERM before any timed checkpoint warns"

@@ -7,7 +7,8 @@
 #  - values round-trip whatever they hold (docs/config-file.md): paths with '#', leading blanks, quotes,
 #    backslashes and a line break are printed quoted, read back as themselves and used as given; a
 #    byte-order mark before the first key is ignored;
-#  - an option of another mode (--groups outside hybrid, ...) is refused, while the defaults a printed file
+#  - an option of another mode (--groups outside hybrid, ...) or without the option it needs (--checkpoint-every
+#    without --checkpoint-dir, --gamma without --schedule step, ...) is refused, while the defaults a printed file
 #    lists for every mode are not;
 #  - abbreviated or misspelt long options are errors naming the candidates, never another option.
 source "$(dirname "$0")/lib.sh"
@@ -81,6 +82,23 @@ bad "alpha in sync" "--elastic-alpha applies to --mode async and hybrid only" --
 bad "split in hybrid" "--split applies to --mode sync only, and this run is --mode hybrid" --mode hybrid --split 16,16
 printf 'mode = sync\nlocal-batch = 8\n' >"$TMP/local.ini"
 bad "local batch in a file" "--local-batch applies to --mode async and hybrid only" --config "$TMP/local.ini"
+# Options that need another (one table in hetrain_main.cpp): refused the same way, never ignored.
+bad "every without a folder" "--checkpoint-every needs --checkpoint-dir (the folder checkpoints go to), and this run has none" \
+  --checkpoint-every 5
+bad "keep without a folder" "--keep-checkpoints needs --checkpoint-dir" --keep-checkpoints 2
+bad "milestones with cosine" "--milestones applies to --schedule step only, and this run is --schedule cosine" --milestones 1,2
+bad "gamma with constant" "--gamma applies to --schedule step only, and this run is --schedule constant" \
+  --schedule constant --gamma 0.5
+bad "rebalance without balancing" "--rebalance-every applies to --balance static and dynamic only, and this run is --balance none" \
+  --balance none --rebalance-every 5
+bad "ramp without an average" "--ema-ramp needs --ema-decay" --ema-ramp 100
+bad "validation points without validation" "--val-every-samples needs --val or --synthetic-val" --val-every-samples 64
+bad "no augment with mosaic" "--mosaic asks for an augmentation, and --no-augment turns every augmentation off" \
+  --no-augment --mosaic 0.5
+printf 'ema-ramp = 10\n' >"$TMP/ramp.ini"
+bad "ramp in a file" "--ema-ramp needs --ema-decay" --config "$TMP/ramp.ini"
+"$HETRAIN" train --schedule step --milestones 1 --gamma 0.5 --print-config >/dev/null \
+  || fail "--milestones and --gamma with --schedule step were refused"
 # A printed sync configuration lists every mode's defaults; switching its mode must not trip over them.
 "$HETRAIN" train --config "$TMP/run.ini" --mode async --print-config >"$TMP/async.ini" \
   && grep -qx "mode = async" "$TMP/async.ini" || fail "a printed configuration with --mode async was refused"
@@ -114,4 +132,4 @@ assert stored == open(sys.argv[2]).read(), (stored, open(sys.argv[2]).read())
 PY
 echo "ok  hostile paths: quoted, read back, written to as given"
 pass "config files repeat a run bit for bit, the command line overrides them, values round-trip quoted, bad keys" \
-  "and quotes name file and line, options of another mode and abbreviations are refused"
+  "and quotes name file and line, options of another mode or without the one they need and abbreviations are refused"

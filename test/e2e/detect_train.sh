@@ -12,7 +12,7 @@ GEN=(detect-synthetic --size 64 --max-items 2 --seed 5 --no-progress)
 $PACK "${GEN[@]}" --count 64 --split train -o "$TMP/train.h5" >/dev/null || fail "packing the training split"
 $PACK "${GEN[@]}" --count 24 --split test -o "$TMP/test.h5" >/dev/null || fail "packing the test split"
 COMMON=(--model models/yolov5n.yaml --data "$TMP/train.h5" --val "$TMP/test.h5" --global-batch 16 --lr 0.01
-        --device cpu --augment)
+        --device cpu)
 MAP='mAP@0\.5 [0-9.]+, mAP@0\.5:0\.95 [0-9.]+'
 
 # 1. Synchronous, 1 rank then 2 ranks with a checkpoint.
@@ -64,7 +64,7 @@ grep -q "train.h5: .*detection.*model lenet needs a classification dataset" "$TM
   || { cat "$TMP/e"; fail "unclear error for detection data"; }
 
 # 5. Augmentation options out of range, contradicting each other, or given to a classifier: one line each.
-for args in "--mosaic 1.5" "--affine-scale 1" "--hsv-v -0.1" "--augment --no-augment"; do
+for args in "--mosaic 1.5" "--affine-scale 1" "--hsv-v -0.1" "--augment --no-augment" "--hsv-s 0.5 --no-augment"; do
   run_mpi 1 "${COMMON[@]}" --epochs 1 $args >"$TMP/o" 2>"$TMP/e" && fail "$args was accepted"
   [ "$(grep -c 'hetrain: error:' "$TMP/e")" -eq 1 ] && grep -q -- "${args%% *}" "$TMP/e" \
     || { cat "$TMP/e"; fail "$args: not one line naming ${args%% *}"; }
@@ -72,7 +72,9 @@ done
 run_mpi 1 --model lenet --data "$TMP/cls.h5" --global-batch 8 --device cpu --mosaic 0.5 >"$TMP/o" 2>"$TMP/e" \
   && fail "--mosaic was accepted for a classifier"
 grep -q "model lenet is a classifier: drop them" "$TMP/e" || { cat "$TMP/e"; fail "unclear error for --mosaic on a classifier"; }
-run_mpi 1 "${COMMON[@]/--augment/--augment=rrc}" --epochs 1 >"$TMP/o" 2>"$TMP/e" && fail "--augment rrc was accepted for a detector"
-[ "$(grep -c 'hetrain: error:' "$TMP/e")" -eq 1 ] && grep -q "augment rrc is a classifier's recipe, and model .* is a detector" "$TMP/e" \
-  || { cat "$TMP/e"; fail "unclear error for --augment rrc on a detector"; }
+for aug in --augment=rrc --augment; do  # a classifier's crops: refused, never ignored
+  run_mpi 1 "${COMMON[@]}" $aug --epochs 1 >"$TMP/o" 2>"$TMP/e" && fail "$aug was accepted for a detector"
+  [ "$(grep -c 'hetrain: error:' "$TMP/e")" -eq 1 ] && grep -q "${aug/=/ } is a classifier's recipe, and model .* is a detector" "$TMP/e" \
+    || { cat "$TMP/e"; fail "unclear error for $aug on a detector"; }
+done
 pass "yolov5n trains on 1 and 2 ranks and in async/hybrid modes, eval reproduces the trainer's mAP ($val), wrong data and augmentation options are refused"

@@ -2,8 +2,9 @@
 # A run killed outright (SIGKILL) and its --metrics (docs/report.md, "A run that was killed"):
 #  - its lines stay in METRICS.tmp-PID and nothing appears at METRICS;
 #  - hetrain report plots them; a last line cut short is left out with one note, the complete lines are used;
-#  - the next run writing the same --metrics removes that temporary file, saying so, keeps the temporary file
-#    of a process that still runs, and leaves its own complete METRICS.
+#  - the next run writing the same --metrics keeps that temporary file as METRICS.killed-PID, saying so in one
+#    line, leaves the temporary file of a process that still runs alone, and writes its own complete METRICS;
+#    a run after it leaves METRICS.killed-PID alone.
 source "$(dirname "$0")/lib.sh"
 /usr/bin/python3 -c 'import matplotlib' || fail "missing python3-matplotlib: run make deps"
 M="$TMP/m.jsonl"
@@ -45,12 +46,18 @@ grep -q "$lines steps" "$TMP/report.out" || { cat "$TMP/report.out"; fail "the r
 [ -s "$TMP/killed.png" ] || fail "no report written"
 echo "report of the killed run: $(cat "$TMP/report.err")"
 
-# The next run on the same path: the dead process's file goes, a live process's file (this shell's) stays.
+# The next run on the same path: the dead process's file is kept under a name that says so, a live process's
+# file (this shell's) stays as it is.
 : >"$M.tmp-$$"
 "$HETRAIN" train "${ARGS[@]}" --max-steps 3 >"$TMP/next.out" 2>&1 || { cat "$TMP/next.out"; fail "the next run failed"; }
-grep -qxF "metrics: removed $tmpf (left by process $pid, which is no longer running)" "$TMP/next.out" \
-  || { cat "$TMP/next.out"; fail "the next run did not say it removed $tmpf"; }
-[ ! -e "$tmpf" ] || fail "the next run left $tmpf"
+kept="$M.killed-$pid"
+grep -qxF "metrics: kept $tmpf, the lines of a run that was killed (process $pid), as $kept" "$TMP/next.out" \
+  || { cat "$TMP/next.out"; fail "the next run did not say it kept $tmpf as $kept"; }
+[ ! -e "$tmpf" ] && [ -f "$kept" ] || { ls -la "$TMP"; fail "the next run did not keep $tmpf as $kept"; }
+[ "$(head -c -1 "$kept" | wc -l)" -eq "$lines" ] || fail "$kept does not hold the killed run's $lines lines"
 [ -e "$M.tmp-$$" ] || fail "the next run removed the temporary file of a process that still runs"
 [ "$(wc -l <"$M")" -eq 3 ] || fail "$M does not hold the next run's 3 lines"
-pass "a SIGKILLed run's metrics: report uses the $lines complete lines and notes the cut one; the next run removes the stale temporary file"
+"$HETRAIN" train "${ARGS[@]}" --max-steps 2 >"$TMP/third.out" 2>&1 || { cat "$TMP/third.out"; fail "the third run failed"; }
+[ -f "$kept" ] || fail "the third run removed $kept"
+! grep -q "^metrics:" "$TMP/third.out" || { cat "$TMP/third.out"; fail "the third run said something of the metrics"; }
+pass "a SIGKILLed run's metrics: report uses the $lines complete lines and notes the cut one; the next run keeps them as $(basename "$kept"), no later run removes it"

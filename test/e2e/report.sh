@@ -87,8 +87,12 @@ expect_error "$TMP/bad/r.png" "$TMP/missing.jsonl: no such file" "$TMP/missing.j
 expect_error "$TMP/bad/r.png" "$TMP/empty.jsonl: empty file" "$TMP/empty.jsonl"
 expect_error "$TMP/bad/r.html" "$TMP/notes.txt: line 1 is not JSON" "$TMP/dynamic.jsonl" "$TMP/notes.txt"
 expect_error "$TMP/bad/r.png" "$H5: an HDF5 file" "$H5"
+/usr/bin/python3 -c 'print("[" * 100000 + "]" * 100000)' > "$TMP/deep.jsonl"  # deeper than Python's JSON reader goes
+expect_error "$TMP/bad/r.png" "$TMP/deep.jsonl: line 1 nests JSON too deeply to read" "$TMP/deep.jsonl"
+/usr/bin/python3 -c 'import sys; sys.stdout.write("[" * 100000)' > "$TMP/deep-cut.jsonl"  # the same, as a last line
+expect_error "$TMP/bad/r.png" "$TMP/deep-cut.jsonl: line 1 nests JSON too deeply to read" "$TMP/deep-cut.jsonl"
 expect_error "$TMP/bad/r.png" "$TMP/nosplit.jsonl: line 1 has no 'b', 'step_s'" "$TMP/nosplit.jsonl"
 expect_error "$TMP/bad/r.png" "$TMP/ranks.jsonl: line 4 has 3 ranks, the first line has 4" "$TMP/ranks.jsonl"
 expect_error "$TMP/bad/r.pdf" "$TMP/bad/r.pdf: unknown output extension '.pdf'" "$TMP/dynamic.jsonl"
 expect_error "$TMP/bad/none/r.png" "$TMP/bad/none/r.png: cannot write" "$TMP/dynamic.jsonl"
-pass "report: one run to a PNG, two compared in a PNG and an HTML page; 8 bad inputs refused"
+pass "report: one run to a PNG, two compared in a PNG and an HTML page; 10 bad inputs refused"
