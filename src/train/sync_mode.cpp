@@ -131,7 +131,9 @@ class SyncMode final : public TrainingMode {
     if (stopped_ && world_.rank() == 0) {  // even with --quiet: the run did not finish
       std::printf("stopped after step %lld of %lld (%s)%s\n", (long long)result.steps, (long long)s_.total_steps,
                   result.stopped_by_signal ? "stop signal" : "--stop-at-step",
-                  checkpointer_.enabled() ? "; continue with --resume auto" : "");
+                  checkpointer_.enabled()      ? "; continue with --resume auto"
+                  : result.stopped_by_signal ? "; no checkpoint written (no --checkpoint-dir): exit status 76"
+                                             : "");
       std::fflush(stdout);
     }
     result.samples_per_second = timed_.seconds > 0 ? timed_.samples / timed_.seconds : 0;
