@@ -5,6 +5,7 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -186,6 +187,41 @@ TEST(Checkpoint, ChangedTensorFailsTheChecksum) {
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("checksum mismatch"), std::string::npos) << e.message();
   }
+}
+
+// No checkpoint holds a non-finite value: the writer refuses, naming the tensor, and leaves the folder as
+// it was (the newest checkpoint stays the last good one); in every group it writes.
+TEST(Checkpoint, WriterRefusesANonFiniteTensorAndLeavesNothing) {
+  TempDir dir;
+  auto m = resnet20();
+  const CheckpointTensors good = tensors_of(*m);
+  const std::string earlier = checkpoint_path(dir.path.string(), 1);
+  write_checkpoint(earlier, info_of(), m->params(), good);
+  const nn::ParamSpec& spec = m->params().specs()[3];
+  struct Case {
+    const char* group;
+    std::vector<float> CheckpointTensors::*field;
+    int64_t at;
+    float value;
+  } cases[] = {{"/parameters/", &CheckpointTensors::values, spec.offset + 2, NAN},
+               {"/optimizer/momentum_buffer/", &CheckpointTensors::momentum, spec.offset, INFINITY},
+               {"/buffers/", &CheckpointTensors::states, 0, -INFINITY}};
+  for (const Case& c : cases) {
+    CheckpointTensors bad = good;
+    (bad.*c.field)[size_t(c.at)] = c.value;
+    const std::string path = checkpoint_path(dir.path.string(), 2);
+    try {
+      write_checkpoint(path, info_of(), m->params(), bad);
+      ADD_FAILURE() << "a checkpoint with a non-finite value in " << c.group << " was written";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find(std::string("refusing to write the checkpoint ") + path + ": its tensor " + c.group),
+                std::string::npos)
+          << e.message();
+      EXPECT_NE(e.message().find("1 of "), std::string::npos) << e.message();
+    }
+    EXPECT_EQ(list_checkpoints(dir.path.string()), std::vector<std::string>{earlier}) << c.group;
+  }
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()), 1);  // no temporary either
 }
 
 TEST(Checkpoint, FolderPrunesOnlyItsOwnAndRemovesOnlyDeadWritersTemporaries) {
