@@ -39,25 +39,40 @@ listing() { (cd "$W" && find . | sort); }
 listing >"$TMP/listing"
 
 N=0
-# refused TAG OPTION PATH CMD...: CMD must exit non-zero (not hang) with one error line naming OPTION PATH;
-# afterwards every input is unchanged, nothing was added or removed, the device and the FIFO are as they were.
-refused() {
-  local tag=$1 option=$2 path=$3; shift 3
-  timeout 120 "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  [ $rc -ne 124 ] || fail "$tag: hung"
-  [ $rc -ne 0 ] || { cat "$TMP/err"; fail "$tag: exit 0"; }
-  local lines
-  lines=$(grep -c ': error: ' "$TMP/err")
-  [ "$lines" -eq 1 ] || { cat "$TMP/err"; fail "$tag: $lines error lines, expected 1"; }
-  grep -qF -- "$option $path" "$TMP/err" || { cat "$TMP/err"; fail "$tag: the error does not name '$option $path'"; }
-  (cd "$W" && sha256sum --quiet -c "$TMP/sums") || fail "$tag: an input changed"
-  [ -c "$DEV" ] || fail "$tag: $DEV is no longer a character device"
-  [ -p "$W/fifo" ] || fail "$tag: the FIFO is no longer a FIFO"
-  listing | cmp -s - "$TMP/listing" || { listing | diff "$TMP/listing" -; fail "$tag: files were added or removed"; }
-  N=$((N + 1))
-  echo "ok  $tag: $(grep ': error: ' "$TMP/err")"
+TAGS=() WANTS=()
+# launch TAG OPTION PATH CMD...: starts CMD in the background (its refusal is checked by settle).
+launch() {
+  local k=${#TAGS[@]}
+  TAGS+=("$1") WANTS+=("$2 $3")
+  shift 3
+  { timeout 120 "$@" >"$TMP/out.$k" 2>"$TMP/err.$k"; echo $? >"$TMP/rc.$k"; } &
 }
+# settle: every launched command must have exited non-zero (not hung) with one error line naming its OPTION
+# PATH; afterwards every input is unchanged, nothing was added or removed, the device and the FIFO are as
+# they were.
+settle() {
+  wait
+  local k rc lines
+  for k in "${!TAGS[@]}"; do
+    rc=$(cat "$TMP/rc.$k")
+    [ "$rc" -ne 124 ] || fail "${TAGS[k]}: hung"
+    [ "$rc" -ne 0 ] || { cat "$TMP/err.$k"; fail "${TAGS[k]}: exit 0"; }
+    lines=$(grep -c ': error: ' "$TMP/err.$k")
+    [ "$lines" -eq 1 ] || { cat "$TMP/err.$k"; fail "${TAGS[k]}: $lines error lines, expected 1"; }
+    grep -qF -- "${WANTS[k]}" "$TMP/err.$k" || { cat "$TMP/err.$k"; fail "${TAGS[k]}: the error does not name '${WANTS[k]}'"; }
+    echo "ok  ${TAGS[k]}: $(grep ': error: ' "$TMP/err.$k")"
+    N=$((N + 1))
+  done
+  (cd "$W" && sha256sum --quiet -c "$TMP/sums") || fail "${TAGS[*]}: an input changed"
+  [ -c "$DEV" ] || fail "${TAGS[*]}: $DEV is no longer a character device"
+  [ -p "$W/fifo" ] || fail "${TAGS[*]}: the FIFO is no longer a FIFO"
+  listing | cmp -s - "$TMP/listing" || { listing | diff "$TMP/listing" -; fail "${TAGS[*]}: files were added or removed"; }
+  rm -f "$TMP"/out.* "$TMP"/err.* "$TMP"/rc.*
+  TAGS=() WANTS=()
+}
+# refused TAG OPTION PATH CMD...: CMD is refused (launched now, checked by the next settle; the commands of
+# a batch run at once, as they only read).
+refused() { launch "$@"; }
 # every_target TAG OPTION INPUT CMD...: refused() with OPTION at INPUT, a link to INPUT, the device, the
 # FIFO, a folder and a file in a missing folder (CMD is followed by OPTION TARGET); INPUT "" (a command
 # without inputs): the last four only.
@@ -67,6 +82,7 @@ every_target() {
   for target in ${input:+"$W/$input" "$W/link-$input"} "$DEV" "$W/fifo" "$W/dir" "$W/missing/x"; do
     refused "$tag $option $(basename "$target")" "$option" "$target" "$@" "$option" "$target"
   done
+  settle
 }
 
 # hetrain train: each output against --data, then the other inputs once each.
@@ -91,6 +107,7 @@ refused "train --checkpoint-dir onto --data" --checkpoint-dir "$W/d.h5: not a fo
 # Under mpirun only rank 1's output is the input: every rank stops at once, one line (rank 1's).
 refused "train on 2 ranks, rank 1's --dump-samples" --dump-samples "$W/r1.h5" mpirun -n 2 "${T[@]}" \
   --data "$W/r1.h5" --dump-samples "$W/r%r.h5"
+settle
 
 # hetrain eval
 E=("$HETRAIN" eval --checkpoint "$W/c.h5" --quiet --device cpu)
@@ -98,6 +115,7 @@ every_target eval --save-json d.h5 "${E[@]}" --data "$W/d.h5"
 every_target eval --dump-batch c.h5 "${E[@]}" --data "$W/d.h5"
 refused "eval --save-json onto --dump-batch" --save-json "$W/out/./b.h5" "${E[@]}" --data "$W/d.h5" \
   --dump-batch "$W/out/b.h5" --save-json "$W/out/./b.h5"
+settle
 
 # hetrain-pack
 every_target pack -o cifar.bin $PACK cifar "$W/cifar.bin" --no-progress
