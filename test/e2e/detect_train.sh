@@ -74,7 +74,7 @@ run_mpi 1 --model lenet --data "$TMP/cls.h5" --global-batch 8 --device cpu --mos
 grep -q "model lenet is a classifier: drop them" "$TMP/e" || { cat "$TMP/e"; fail "unclear error for --mosaic on a classifier"; }
 for aug in --augment=rrc --augment; do  # a classifier's crops: refused, never ignored
   run_mpi 1 "${COMMON[@]}" $aug --epochs 1 >"$TMP/o" 2>"$TMP/e" && fail "$aug was accepted for a detector"
-  [ "$(grep -c 'hetrain: error:' "$TMP/e")" -eq 1 ] && grep -q "${aug/=/ } is a classifier's recipe, and model .* is a detector" "$TMP/e" \
+  [ "$(grep -c 'hetrain: error:' "$TMP/e")" -eq 1 ] && grep -q -- "${aug/=/ } is a classifier's recipe, and model .* is a detector" "$TMP/e" \
     || { cat "$TMP/e"; fail "unclear error for $aug on a detector"; }
 done
 pass "yolov5n trains on 1 and 2 ranks and in async/hybrid modes, eval reproduces the trainer's mAP ($val), wrong data and augmentation options are refused"
