@@ -96,7 +96,12 @@ void StepArrival::watch(int64_t step) {
 
 void StepArrival::watch() {
   std::unique_lock<std::mutex> lock(mutex_);
+  double last_woken = now_seconds();
   while (!wake_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_; })) {
+    const double woken = now_seconds();
+    // A process that was stopped and continued: the time it was away is nobody's stall.
+    if (woken - last_woken > std::max(1.0, timeout_s_ / 2)) watched_since_.store(watched_since_.load() + woken - last_woken);
+    last_woken = woken;
     const int64_t step = watched_step_.load();
     if (step < 0 || now_seconds() - watched_since_.load() <= watched_limit_.load()) continue;
     char line[512];
@@ -108,6 +113,16 @@ void StepArrival::watch() {
     std::fflush(stderr);
     std::_Exit(1);  // MPI belongs to the main thread (MPI_THREAD_FUNNELED); the launcher ends the others
   }
+}
+
+double StepArrival::own_absence(double now) {
+  const double gap = last_looked_ > 0 ? now - last_looked_ : 0;
+  last_looked_ = now;
+  // This process did not run for a while (SIGSTOP and SIGCONT, swapped out): the others were not silent to
+  // it, it was away, so that time counts against nobody (a stopped rank, once continued, accuses no one).
+  if (gap <= timeout_now() / 2) return 0;
+  for (double& heard : last_heard_) heard += gap;
+  return gap;
 }
 
 void StepArrival::heartbeat(double now) {
@@ -168,7 +183,11 @@ void StepArrival::drain(double now) {
 
 double StepArrival::arrive(int64_t step, std::vector<double>& values, const char* at, double patience) {
   const auto start = Clock::now();
-  const double entered = now_seconds();
+  double entered = now_seconds();
+  last_looked_ = entered;
+  // Not everyone is here yet (a step may hold several meetings: --bn sync's sums come before its own):
+  // until the sum completes, a silent rank is one that did not arrive, not one that fell silent.
+  all_arrived_ = false;
   watch(step);
   const double limit = patience * timeout_now();
   watched_blocked_.store(2 * limit);
@@ -203,6 +222,7 @@ double StepArrival::arrive(int64_t step, std::vector<double>& values, const char
     if (++spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(100));
     if (timeout_s_ <= 0 || size_ < 2 || spins % 64 != 0) continue;
     const double now = now_seconds();
+    entered += own_absence(now);
     heartbeat(now);
     listen(now);  // names a rank that arrived and fell silent
     const double waited = now - entered;
@@ -220,6 +240,12 @@ double StepArrival::arrive(int64_t step, std::vector<double>& values, const char
   if (send_count) HT_MPI_CHECK(MPI_Waitall(send_count, sends, MPI_STATUSES_IGNORE));
   all_arrived_ = true;
   return seconds_since(start);
+}
+
+double StepArrival::meet(int64_t step, std::vector<double>& values, const char* at) {
+  const double waited = arrive(step, values, at);
+  all_arrived_ = false;
+  return waited;
 }
 
 void StepArrival::close() {
@@ -261,6 +287,7 @@ void StepArrival::keep_alive() {
   // Throttled: the communicator calls this between tests of its requests.
   if (now - last_listened_ < 0.01) return;
   last_listened_ = now;
+  own_absence(now);
   heartbeat(now);
   listen(now);
 }

@@ -1,5 +1,6 @@
 #include "train/batch_stats.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "hetrain/dist/emulate.hpp"
@@ -15,10 +16,16 @@ BatchStatsExchange::~BatchStatsExchange() {
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-void BatchStatsExchange::sum(double* values, int n) {
+void BatchStatsExchange::sum(double* values, int n, const char* at) {
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = dist::SpeedEmulator::thread_cpu_seconds();
-  HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, comm_));
+  if (arrival_) {
+    meeting_.assign(values, values + n);
+    arrival_->meet(step_, meeting_, at);
+    std::copy(meeting_.begin(), meeting_.end(), values);
+  } else {
+    HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, comm_));
+  }
   spent_.wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spent_.cpu += dist::SpeedEmulator::thread_cpu_seconds() - cpu_start;
 }

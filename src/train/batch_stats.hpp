@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "hetrain/dist/arrival.hpp"
 #include "hetrain/nn.hpp"
 #include "hetrain/train.hpp"
 
@@ -26,7 +27,12 @@ class BatchStatsExchange {
   ~BatchStatsExchange();
   BatchStatsExchange(const BatchStatsExchange&) = delete;
   BatchStatsExchange& operator=(const BatchStatsExchange&) = delete;
-  void sum(double* values, int n);  // collective over the ranks that share the batch
+  // Collective over the ranks that share the batch. `at` names this meeting in a stall's line.
+  void sum(double* values, int n, const char* at = "the batch-norm statistics");
+  // From now on each sum is a meeting of `arrival` (its communicator: the same ranks) at `step`, bounded
+  // like the step's own: a rank that does not come within --stall-timeout is named, instead of the others
+  // blocking where nobody can tell who is missing (hetrain/dist/arrival.hpp). Null: plain sums.
+  void bound_by(dist::StepArrival* arrival, int64_t step) { arrival_ = arrival, step_ = step; }
   struct Spent {
     double wall = 0;  // seconds in sum()
     double cpu = 0;   // this thread's CPU seconds in sum() (MPI polls while it waits)
@@ -35,6 +41,9 @@ class BatchStatsExchange {
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
+  dist::StepArrival* arrival_ = nullptr;
+  int64_t step_ = 0;
+  std::vector<double> meeting_;  // a bounded sum's values
   Spent spent_;
 };
 

@@ -61,7 +61,7 @@ std::vector<double> DetectionLoss::shared_match_norm(const data::BoxList& boxes,
     for (size_t l = 0; l < levels; ++l) sums[l] = double(own[l]);
     sums[levels] = double(b);
   }
-  exchange.sum(sums.data(), int(sums.size()));
+  exchange.sum(sums.data(), int(sums.size()), "the detector's match counts");
   const double share = sums[levels] > 0 ? double(b) / sums[levels] : 0.0;
   std::vector<double> norm(levels);
   for (size_t l = 0; l < levels; ++l) norm[l] = sums[l] * share;

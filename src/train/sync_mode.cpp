@@ -226,7 +226,10 @@ class SyncMode final : public TrainingMode {
   LocalOutcome compute(const PlannedStep& plan, const BackwardScale& scale, StepTimes& mine) {
     // --bn sync and a detector's match counts meet the other ranks inside the local step: bounded like the
     // step's collectives.
-    if (s_.batch_exchange) s_.arrival->watch(plan.global_step);
+    if (s_.batch_exchange) {
+      s_.arrival->watch(plan.global_step);
+      s_.batch_exchange->bound_by(s_.arrival.get(), plan.global_step);
+    }
     StepInput first = take_batch(plan.micro.front().split[size_t(world_.rank())], mine.wait);
     ComputeClock clock;
     const size_t count = plan.micro.size();

@@ -6,8 +6,8 @@
 #  2. a rank killed with SIGKILL ends the job within seconds, and --resume auto continues from the last
 #     checkpoint to the same parameters as an uninterrupted run.
 source "$(dirname "$0")/lib.sh"
-ARGS=(--model lenet --synthetic 3200 --synthetic-shape 1,28,28 --global-batch 32 --epochs 3 --lr 0.05
-      --split 8,8,8,8 --device cpu --quiet)
+COMMON=(--synthetic 3200 --global-batch 32 --epochs 3 --lr 0.05 --split 8,8,8,8 --device cpu --quiet)
+ARGS=(--model lenet --synthetic-shape 1,28,28 "${COMMON[@]}")
 SLOW=(--emulate-speed 0.05,1,1,1)  # rank 0 sleeps: the run lasts long enough to be interrupted
 
 # rank_pids DIR: the hetrain rank processes of the run writing checkpoints to DIR (not timeout or mpirun)
@@ -22,8 +22,8 @@ wait_for() { for _ in $(seq 300); do [ -e "$1" ] && return 0; sleep 0.1; done; r
 # for the job to end; sets stall_took (seconds from the stop to the end) and leaves stderr in $TMP/err.
 stop_rank() {
   local r=$1 dir=$2 launcher pids p stopped="" rc start
-  timeout 120 mpirun -n 4 "$HETRAIN" train "${ARGS[@]}" "${SLOW[@]}" --checkpoint-dir "$dir" --checkpoint-every 2 \
-    --stall-timeout 4 >"$TMP/out" 2>"$TMP/err" &
+  timeout 120 mpirun -n 4 "$HETRAIN" train "${RUN[@]}" "${SLOW[@]}" --checkpoint-dir "$dir" \
+    --checkpoint-every 2 --stall-timeout 4 >"$TMP/out" 2>"$TMP/err" &
   launcher=$!
   wait_for "$dir/checkpoint-00000002.h5" || { kill $launcher; fail "no checkpoint at step 2 within 30 s"; }
   pids=($(rank_pids "$dir"))
@@ -45,18 +45,48 @@ stop_rank() {
   [ $rc -ne 0 ] || fail "exit 0 with rank $r stopped"
   # Stopped before it arrived, it "did not arrive"; stopped while it waited for the others or inside the
   # step's reductions, it "arrived, then fell silent"; rank 0 stopped while it wrote a checkpoint "did not
-  # arrive at the checkpoint" (twice the timeout). Either way the line names it, and comes first.
-  grep -m1 '^hetrain: error' "$TMP/err" | grep -Eq "step [0-9]+: rank $r on $(hostname) (did not arrive within 4 s|did not arrive at the checkpoint within 8 s|arrived, then fell silent)" \
+  # arrive at the checkpoint" (twice the timeout); with --bn sync, stopped inside its forward or backward
+  # pass, it "did not arrive at the batch-norm statistics". Either way the line names it, and comes first,
+  # and no line names another rank.
+  grep -m1 '^hetrain: error' "$TMP/err" | grep -Eq "step [0-9]+: rank $r on $(hostname) (did not arrive within 4 s|did not arrive at the checkpoint within 8 s|did not arrive at the batch-norm statistics within 4 s|arrived, then fell silent)" \
     || { cat "$TMP/err"; fail "the first error line does not name the stopped rank $r"; }
+  if grep '^hetrain: error' "$TMP/err" | grep -E "rank [0-9]+ on" | grep -v "rank $r on" | grep -q .; then
+    cat "$TMP/err"; fail "an error line accuses a rank other than the stopped rank $r"
+  fi
   [ $stall_took -le 60 ] || fail "the job took $stall_took s to end after rank $r stopped (timeout 4 s)"
 }
 
 # 1. SIGSTOP rank 0, the slow one (watched by rank 1), then rank 2, a fast one: it spends most of a step
 #    waiting for rank 0, after it arrived
+RUN=("${ARGS[@]}")
 stop_rank 0 "$TMP/stall0"
 took0=$stall_took
 stop_rank 2 "$TMP/stall2"
 echo "1. rank 0 stopped: named, the job ended after $took0 s; rank 2 stopped: named, ended after $stall_took s"
+
+# 1a. --bn sync: the ranks meet inside the forward and backward pass (every batch-norm layer's sums), where
+#     a stopped rank keeps the others from the step's own meeting: those meetings name it too.
+RUN=(--model resnet20 --synthetic-shape 3,8,8 --bn sync "${COMMON[@]}")
+stop_rank 2 "$TMP/bn2"
+bn_took=$stall_took
+stop_rank 0 "$TMP/bn0"
+echo "1a. --bn sync: rank 2 stopped: named after $bn_took s; rank 0 stopped: named after $stall_took s"
+RUN=("${ARGS[@]}")
+
+# 1c. A rank stopped for less than the timeout and continued (a node swapping, a debugger) is no stall: the
+#     time it was away counts against nobody, so neither it nor the others accuse anyone and the run ends.
+dir="$TMP/pause"
+timeout 120 mpirun -n 4 "$HETRAIN" train "${ARGS[@]}" "${SLOW[@]}" --max-steps 12 --checkpoint-dir "$dir" \
+  --checkpoint-every 2 --stall-timeout 4 >"$TMP/out" 2>"$TMP/err" &
+launcher=$!
+wait_for "$dir/checkpoint-00000002.h5" || { kill $launcher; fail "no checkpoint at step 2 within 30 s"; }
+for p in $(rank_pids "$dir"); do
+  tr '\0' '\n' <"/proc/$p/environ" | grep -qx "OMPI_COMM_WORLD_RANK=1" && paused=$p
+done
+kill -STOP "$paused"; sleep 3; kill -CONT "$paused"
+wait $launcher || { cat "$TMP/err"; fail "a rank stopped for 3 s of a 4 s timeout ended the job"; }
+grep -q '^hetrain: error' "$TMP/err" && { cat "$TMP/err"; fail "an error line after a 3 s pause"; }
+echo "1c. rank 1 paused for 3 s (timeout 4 s): nobody accused, the run ended"
 
 # 1b. Rank 0 hangs while it writes a checkpoint (a FIFO where its temporary file goes blocks the open, as a
 #     hung file system would): the others, waiting for it, name it.

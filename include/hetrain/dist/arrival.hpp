@@ -52,6 +52,11 @@ class StepArrival {
   // `at` names the meeting in that line when it is not the step's own (e.g. "the checkpoint");
   // `patience` multiplies the timeout for a meeting that includes slow work on some rank (a file write).
   double arrive(int64_t step, std::vector<double>& values, const char* at = nullptr, double patience = 1);
+  // A meeting inside the step, before its own arrive() (--bn sync's sums in the forward and backward pass):
+  // sums and bounds like arrive(), naming a rank that does not come "at" it, but leaves the step's later
+  // collectives unstarted, so keep_alive() judges no silence until arrive() (a slower rank may still be
+  // computing towards the next meeting).
+  double meet(int64_t step, std::vector<double>& values, const char* at);
   // Waits for `n` requests of the step's later collectives (after arrive(), before step_done()) by
   // testing them, sending signs of life and naming a rank that fell silent.
   void wait(MPI_Request* requests, int n);
@@ -80,6 +85,9 @@ class StepArrival {
   void heartbeat(double now);
   void listen(double now);
   void drain(double now);  // the watcher: reads the signs of life and "done" messages that came
+  // How long this process was away (not running) since it last looked, when that is longer than half the
+  // timeout (else 0); the ranks it watches are credited with that time.
+  double own_absence(double now);
   double timeout_now() const { return first_step_ ? kFirstStepFactor * timeout_s_ : timeout_s_; }
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
@@ -91,7 +99,7 @@ class StepArrival {
   // signs of life (steady clock seconds): this step's masked number, when this rank last sent one, the
   // sends in flight; the watcher's: when it last heard from each rank it watches, and whether it arrived
   int step_tag_ = 0;
-  double last_sent_ = 0, last_listened_ = 0;
+  double last_sent_ = 0, last_listened_ = 0, last_looked_ = 0;
   struct Beat {
     int step_tag;  // the send's buffer: it lives until the send completes
     MPI_Request request;
