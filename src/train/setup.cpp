@@ -740,14 +740,19 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
   s.comm = dist::make_gradient_communicator(world.comm(), s.device_kind, dist::node_oversubscribed(world.local_size()),
                                             hierarchy, world.node_comm());
   s.wire = dist::parse_wire(cfg.reduce_precision);
-  // The backend is the same on every rank (make_gradient_communicator chose it collectively): all refuse alike.
-  HT_CHECK(s.comm->carries(s.wire), "--reduce-precision ", dist::wire_name(s.wire), ": the ", s.comm->name(),
-           " reduction of this job has no 16-bit transport yet (use --reduce-precision fp32)");
+  // The backend is the same on every rank (make_gradient_communicator chose it collectively): all refuse alike,
+  // as one line from rank 0 and a clean exit (AgreedError), not an MPI_Abort of each.
+  if (!s.comm->carries(s.wire))
+    throw AgreedError(detail::concat("--reduce-precision ", dist::wire_name(s.wire), ": the ", s.comm->name(),
+                                     " reduction of this job has no 16-bit transport yet (use --reduce-precision fp32)"),
+                      __FILE__, __LINE__);
   if (s.powersgd) {
     int gpu_ranks = s.device_kind == Device::CUDA ? 1 : 0;
     HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &gpu_ranks, 1, MPI_INT, MPI_SUM, world.comm()));
-    HT_CHECK(gpu_ranks == 0, "--compress ", cfg.compress, ": PowerSGD runs on CPU ranks only so far, and ", gpu_ranks,
-             " rank(s) of this job train on a GPU (use --device cpu, or drop --compress)");
+    if (gpu_ranks != 0)  // the sum of every rank's answer: all refuse alike
+      throw AgreedError(detail::concat("--compress ", cfg.compress, ": PowerSGD runs on CPU ranks only so far, and ",
+                                       gpu_ranks, " rank(s) of this job train on a GPU (use --device cpu, or drop --compress)"),
+                        __FILE__, __LINE__);
     restore_compression(cfg, s, resumed ? &tensors : nullptr, world);
   } else if (resumed && tensors.powersgd_rank > 0) {
     s.notes.push_back("resume: the checkpoint's PowerSGD state is dropped (no --compress): its owed error is not applied");

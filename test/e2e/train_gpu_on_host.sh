@@ -71,4 +71,12 @@ print("device_mib per rank:", last["device_mib"], " device_peak_mib:", last["dev
 assert last["device_mib"][0] == 0 and last["device_peak_mib"][0] == 0, "the CPU rank holds device memory"
 assert last["device_peak_mib"][1] > 0, "the GPU rank reports no device memory"
 PY
-pass "on the host emulation of CUDA: train_gpu.sh passes; the mixed CPU+GPU job ends and keeps identical replicas with 1 or more buckets and a dynamic split; async and hybrid train every sample once with a GPU rank; the GPU rank reports its device memory"
+
+# A start-up refusal every rank reaches alike (PowerSGD with a GPU rank): one line from rank 0 and a clean
+# exit, without Open MPI's MPI_ABORT banner.
+PS=(--model mlp --synthetic 64 --synthetic-shape 1,8,8 --global-batch 16 --max-steps 2 --compress powersgd:4)
+timeout 120 mpirun -n 1 "$HETRAIN" train "${PS[@]}" --device cpu : -n 1 "$HETRAIN" train "${PS[@]}" --device cuda \
+  >"$TMP/powersgd.log" 2>&1 && fail "--compress with a GPU rank was accepted"
+[ "$(grep -c '^hetrain: error: --compress powersgd:4: PowerSGD runs on CPU ranks only so far' "$TMP/powersgd.log")" -eq 1 ] \
+  && ! grep -q MPI_ABORT "$TMP/powersgd.log" || { cat "$TMP/powersgd.log"; fail "--compress with a GPU rank: not one line without MPI_ABORT"; }
+pass "on the host emulation of CUDA: train_gpu.sh passes; the mixed CPU+GPU job ends and keeps identical replicas with 1 or more buckets and a dynamic split; async and hybrid train every sample once with a GPU rank; the GPU rank reports its device memory; PowerSGD with a GPU rank is one line without MPI_ABORT"
