@@ -7,6 +7,7 @@
 //   hetrain-pack detect-synthetic --split train --count 20000 --size 320 -o det-train.h5   (docs/detection.md)
 //   hetrain-pack coco --images train2017 --annotations instances_train2017.json --size 640 -o coco.h5
 //   hetrain-pack inspect train.h5 --verify
+#include <hdf5.h>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "data/image.hpp"
 #include "data/pack.hpp"
 #include "hetrain/data.hpp"
 #include "hetrain/error.hpp"
@@ -146,6 +148,7 @@ std::unique_ptr<SampleSource> open_folder_source(const std::string& cmd, const s
                                                  PackOptions& opt) {
   std::string root, store = "raw";
   int size = 224, channels = 3;
+  int64_t max_pixels = kDefaultMaxPixels;
   FolderStorage storage;
   po::options_description own("folder options");
   own.add_options()
@@ -160,7 +163,10 @@ std::unique_ptr<SampleSource> open_folder_source(const std::string& cmd, const s
       ("stored-size", po::value(&storage.stored_size)->default_value(0),
        "--store jpeg: shorter side of the stored images, at most (0 = --size x 256/224, e.g. 256 for 224)")
       ("quality", po::value(&storage.quality)->default_value(90),
-       "--store jpeg: JPEG quality 1-100 of re-encoded images (JPEG files already small enough are kept as they are)");
+       "--store jpeg: JPEG quality 1-100 of re-encoded images (JPEG files already small enough are kept as they are)")
+      ("max-pixels", po::value(&max_pixels)->default_value(kDefaultMaxPixels),
+       "refuse an image whose header claims more pixels (width x height) than this, naming the file, before it "
+       "is decoded (a damaged or hostile header could claim gigabytes); 0 = no limit. The default is Pillow's");
   po::positional_options_description pos;
   pos.add("root", 1);
   if (!parse(cmd, args, own, out, vm, &pos,
@@ -171,7 +177,7 @@ std::unique_ptr<SampleSource> open_folder_source(const std::string& cmd, const s
   if (!storage.jpeg)
     for (const char* o : {"stored-size", "quality"})
       HT_CHECK(vm[o].defaulted(), "--", o, " applies to --store jpeg only: drop it or add --store jpeg");
-  return open_folder(root, size, channels, storage);
+  return open_folder(root, size, channels, storage, max_pixels);
 }
 
 std::unique_ptr<SampleSource> open_synthetic_source(const std::string& cmd, const std::vector<std::string>& args,
@@ -231,18 +237,22 @@ std::unique_ptr<SampleSource> open_coco_source(const std::string& cmd, const std
                                                po::options_description& out, po::variables_map& vm, PackOptions& opt) {
   std::string images, annotations;
   int size = 640, channels = 3;
+  int64_t max_pixels = kDefaultMaxPixels;
   po::options_description own("coco options");
   own.add_options()
       ("images", po::value(&images)->required(), "folder of the images named by the annotations' file_name")
       ("annotations", po::value(&annotations)->required(), "COCO instances JSON file (e.g. instances_val2017.json)")
       ("size", po::value(&size)->default_value(640), "output height and width: each image is letterboxed to it")
-      ("channels", po::value(&channels)->default_value(3), "3 = RGB, 1 = greyscale");
+      ("channels", po::value(&channels)->default_value(3), "3 = RGB, 1 = greyscale")
+      ("max-pixels", po::value(&max_pixels)->default_value(kDefaultMaxPixels),
+       "refuse an image whose header claims more pixels (width x height) than this, naming the file, before it "
+       "is decoded (a damaged or hostile header could claim gigabytes); 0 = no limit. The default is Pillow's");
   if (!parse(cmd, args, own, out, vm, nullptr,
              "Packs COCO-format detection data: images letterboxed to --size, boxes as normalised "
              "(class, cx, cy, w, h), category ids mapped to contiguous classes (docs/detection.md)."))
     return nullptr;
   opt.inputs = {{"--annotations", annotations}};
-  return open_coco(images, annotations, size, channels);
+  return open_coco(images, annotations, size, channels, max_pixels);
 }
 
 // The source commands: each reads its own options (after the output options) and opens its source;
@@ -307,6 +317,9 @@ bool launched_by_mpi() {
 }
 
 int main(int argc, char** argv) {
+  // HDF5 1.10 crashes in its exit-time clean-up when a dataset's close failed earlier (a full disk): its own
+  // clean-up runs only after a pack that succeeded (H5close below), never after an error.
+  H5dont_atexit();
   const bool use_mpi = launched_by_mpi();
   int size = 1, rank = 0;
   if (use_mpi) {
@@ -336,8 +349,11 @@ int main(int argc, char** argv) {
     else
       std::fprintf(stderr, "hetrain-pack: error: %s\n", message.c_str());
     std::fflush(stderr);
-    if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    // Under MPI even one rank aborts: MPI_Finalize would run HDF5's clean-up (crashing after a full disk).
+    if (use_mpi) MPI_Abort(MPI_COMM_WORLD, 1);
     rc = 1;
+  } else {
+    H5close();
   }
   if (use_mpi) MPI_Finalize();
   return rc;

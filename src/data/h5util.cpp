@@ -1,5 +1,7 @@
 #include "data/h5util.hpp"
 
+#include <algorithm>
+
 #include "hetrain/error.hpp"
 
 namespace hetrain::data::h5 {
@@ -21,7 +23,20 @@ std::string last_error() {
   };
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk, &innermost);
   H5Eclear2(H5E_DEFAULT);
-  return innermost.empty() ? "unknown HDF5 error" : innermost;
+  if (innermost.empty()) return "unknown HDF5 error";
+  // A failed system call reads "file write failed: time = ...\n, filename = ..., errno = 28, error message =
+  // 'No space left on device', buf = ...": the first words and the system's message make one line.
+  const std::string tag = "error message = '";
+  const size_t at = innermost.find(tag);
+  if (at != std::string::npos) {
+    const size_t end = innermost.find('\'', at + tag.size());
+    const size_t cut = innermost.find_first_of(":\n");
+    innermost = innermost.substr(0, std::min(cut, at)) + ": " +
+                innermost.substr(at + tag.size(), end == std::string::npos ? std::string::npos : end - at - tag.size());
+  }
+  for (char& ch : innermost)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  return innermost;
 }
 
 bool has_attr(hid_t obj, const char* name) { return H5Aexists(obj, name) > 0; }

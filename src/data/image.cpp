@@ -1,37 +1,54 @@
 #include "data/image.hpp"
 
+#include <fcntl.h>
 #include <png.h>
+#include <sys/stat.h>
 #include <turbojpeg.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
 #include "hetrain/error.hpp"
 
 namespace hetrain::data {
+std::string shown_name(const std::string& path) {
+  for (const char ch : path)
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7F) return quoted(path);
+  return path;
+}
+
 std::vector<uint8_t> read_whole_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  HT_CHECK(f, path, ": cannot open: ", std::strerror(errno));
+  const std::string name = shown_name(path);
+  HT_CHECK(path.find('\0') == std::string::npos, name, ": the name holds a NUL byte (no such file can exist)");
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; only a regular file is read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  HT_CHECK(fd >= 0, name, ": cannot open: ", std::strerror(errno));
+  struct stat st;
+  const bool stated = ::fstat(fd, &st) == 0;
+  if (!stated || !S_ISREG(st.st_mode)) {
+    const int why = errno;
+    ::close(fd);
+    HT_CHECK(stated, name, ": cannot stat: ", std::strerror(why));
+    HT_THROW(name, ": not a regular file (", S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a folder" : "a device or socket",
+             "): only regular image files are read");
+  }
+  std::FILE* f = ::fdopen(fd, "rb");
+  if (!f) ::close(fd);
+  HT_CHECK(f, name, ": cannot open: ", std::strerror(errno));
   std::vector<unsigned char> buf;
   unsigned char tmp[1 << 16];
   size_t got;
   while ((got = std::fread(tmp, 1, sizeof tmp, f)) > 0) buf.insert(buf.end(), tmp, tmp + got);
   bool bad = std::ferror(f);
   std::fclose(f);
-  HT_CHECK(!bad, path, ": read error");
+  HT_CHECK(!bad, name, ": read error");
   return buf;
 }
-
-namespace {
-std::string lower_ext(const std::string& path) {
-  size_t dot = path.find_last_of('.');
-  std::string e = dot == std::string::npos ? "" : path.substr(dot + 1);
-  for (auto& ch : e) ch = char(std::tolower(ch));
-  return e;
-}
-}  // namespace
 
 namespace {
 // One TurboJPEG handle per thread and direction, kept for the thread's life (decoders run on the reader's
@@ -150,19 +167,58 @@ std::vector<uint8_t> encode_jpeg(const Image& img, int quality) {
 
 Image decode_jpeg(const std::string& path, int channels) {
   std::vector<unsigned char> data = read_whole_file(path);
-  HT_CHECK(!data.empty(), path, ": empty file (corrupt JPEG)");
-  return decode_jpeg_bytes(data.data(), data.size(), channels, path);
+  HT_CHECK(!data.empty(), shown_name(path), ": empty file (corrupt JPEG)");
+  return decode_jpeg_bytes(data.data(), data.size(), channels, shown_name(path));
 }
 
-Image decode_png(const std::string& path, int channels) {
+ImageInfo read_image_info(const std::vector<uint8_t>& bytes, const std::string& path) {
+  static const uint8_t kPngSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  ImageInfo info;
+  if (bytes.size() >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF) {
+    const JpegHeader hdr = read_jpeg_header(bytes.data(), bytes.size(), shown_name(path));
+    info.kind = ImageInfo::kJpeg;
+    info.width = hdr.width;
+    info.height = hdr.height;
+    return info;
+  }
+  if (bytes.size() >= 8 && std::memcmp(bytes.data(), kPngSignature, 8) == 0) {
+    png_image pi;
+    std::memset(&pi, 0, sizeof pi);
+    pi.version = PNG_IMAGE_VERSION;
+    // Reads the signature and IHDR only; the simplified API reports errors in pi.message (no longjmp).
+    if (!png_image_begin_read_from_memory(&pi, bytes.data(), bytes.size()))
+      HT_THROW(shown_name(path), ": corrupt PNG: ", pi.message);
+    info.kind = ImageInfo::kPng;
+    info.width = int(std::min<png_uint_32>(pi.width, INT32_MAX));
+    info.height = int(std::min<png_uint_32>(pi.height, INT32_MAX));
+    png_image_free(&pi);
+    return info;
+  }
+  std::string start;
+  for (size_t k = 0; k < std::min<size_t>(bytes.size(), 4); ++k) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, " 0x%02x", bytes[k]);
+    start += hex;
+  }
+  HT_THROW(shown_name(path), ": neither a JPEG nor a PNG file (", bytes.empty() ? "empty" : "starts with" + start,
+           "; JPEG and PNG only, recognised by their first bytes)");
+}
+
+void check_pixels(const ImageInfo& info, int64_t max_pixels, const std::string& path) {
+  const int64_t pixels = int64_t(info.width) * info.height;
+  HT_CHECK(max_pixels <= 0 || pixels <= max_pixels, shown_name(path), ": the image is ", info.width, "x", info.height,
+           " (", pixels, " pixels), more than --max-pixels ", max_pixels,
+           ": refused before decoding (a damaged or hostile header, or raise --max-pixels)");
+}
+
+Image decode_png_bytes(const std::vector<uint8_t>& data, int channels, const std::string& path) {
   HT_CHECK(channels == 1 || channels == 3, "channels must be 1 or 3, got ", channels);
   png_image pi;
   std::memset(&pi, 0, sizeof pi);
   pi.version = PNG_IMAGE_VERSION;
   // The simplified API reports errors in pi.message instead of longjmp-ing through our frames.
-  std::vector<unsigned char> data = read_whole_file(path);
   if (!png_image_begin_read_from_memory(&pi, data.data(), data.size()))
-    HT_THROW(path, ": corrupt PNG: ", pi.message);
+    HT_THROW(shown_name(path), ": corrupt PNG: ", pi.message);
   pi.format = channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
   Image img;
   img.width = int(pi.width);
@@ -172,16 +228,21 @@ Image decode_png(const std::string& path, int channels) {
   if (!png_image_finish_read(&pi, nullptr, img.pixels.data(), 0, nullptr)) {
     std::string why = pi.message;
     png_image_free(&pi);
-    HT_THROW(path, ": corrupt or truncated PNG: ", why);
+    HT_THROW(shown_name(path), ": corrupt or truncated PNG: ", why);
   }
   return img;
 }
 
-Image decode_image(const std::string& path, int channels) {
-  std::string e = lower_ext(path);
-  if (e == "jpg" || e == "jpeg") return decode_jpeg(path, channels);
-  if (e == "png") return decode_png(path, channels);
-  HT_THROW(path, ": unsupported image type '.", e, "' (JPEG and PNG only)");
+Image decode_png(const std::string& path, int channels) {
+  return decode_png_bytes(read_whole_file(path), channels, path);
+}
+
+Image decode_image(const std::string& path, int channels, int64_t max_pixels) {
+  const std::vector<uint8_t> bytes = read_whole_file(path);
+  const ImageInfo info = read_image_info(bytes, path);
+  check_pixels(info, max_pixels, path);
+  if (info.kind == ImageInfo::kPng) return decode_png_bytes(bytes, channels, path);
+  return decode_jpeg_bytes(bytes.data(), bytes.size(), channels, shown_name(path));
 }
 
 Image resize_bilinear(const Image& in, int out_h, int out_w) {

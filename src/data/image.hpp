@@ -13,13 +13,34 @@ struct Image {
   std::vector<uint8_t> pixels;  // interleaved HWC, as decoders produce it
 };
 
-std::vector<uint8_t> read_whole_file(const std::string& path);  // throws naming the file
+// A file name as an error message shows it: as it is, or quoted() when it holds control characters (a NUL,
+// a newline), so the message stays one whole line.
+std::string shown_name(const std::string& path);
+// The bytes of a regular file (a FIFO, a device or a folder is refused, never waited on); throws naming it.
+std::vector<uint8_t> read_whole_file(const std::string& path);
+
+// The most pixels (width x height) an input image may have: Pillow's limit (MAX_IMAGE_PIXELS, 89,478,485,
+// about 9459 x 9459). Checked on the header, before anything of the image's size is allocated.
+constexpr int64_t kDefaultMaxPixels = 89478485;
+// What a file's first bytes and header say: JPEG or PNG, and the image's size (libjpeg-turbo's and libpng's
+// header reads; nothing is decoded). Throws naming the file when it is neither or the header is corrupt.
+struct ImageInfo {
+  enum Kind { kJpeg, kPng } kind = kJpeg;
+  int width = 0, height = 0;
+};
+ImageInfo read_image_info(const std::vector<uint8_t>& bytes, const std::string& path);
+// Throws naming the file when info's width x height exceeds max_pixels (0 = no limit).
+void check_pixels(const ImageInfo& info, int64_t max_pixels, const std::string& path);
 
 // channels 1 = grey, 3 = RGB. Throws hetrain::Error naming the file on corrupt or truncated input
 // (libjpeg-turbo warnings such as "premature end of data" count as errors).
 Image decode_jpeg(const std::string& path, int channels);
 Image decode_png(const std::string& path, int channels);
-Image decode_image(const std::string& path, int channels);  // by extension
+// A PNG file in memory; `path` names it in errors.
+Image decode_png_bytes(const std::vector<uint8_t>& bytes, int channels, const std::string& path);
+// JPEG or PNG by the file's first bytes (whatever its name says), refused before decoding when it has more
+// than max_pixels pixels (0 = no limit).
+Image decode_image(const std::string& path, int channels, int64_t max_pixels = kDefaultMaxPixels);
 
 // JPEG in memory (the packer's and the reader's; `what` names the input in errors, e.g. "<file>: sample 7").
 struct JpegHeader {

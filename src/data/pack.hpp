@@ -58,8 +58,11 @@ struct FolderStorage {
   int stored_size = 0;  // 0: size · 256/224 rounded (the evaluation transform's resize)
   int quality = 90;
 };
+// max_pixels: an image whose header claims more pixels (width x height) is refused, naming the file, before
+// it is decoded (0 = no limit); the default is Pillow's limit, kDefaultMaxPixels in data/image.hpp. Images are
+// told apart by their first bytes, not their names (a PNG named .jpg is read as a PNG).
 std::unique_ptr<SampleSource> open_folder(const std::string& root, int size, int channels,
-                                          const FolderStorage& storage = {});
+                                          const FolderStorage& storage = {}, int64_t max_pixels = 89478485);
 // Seeded images with a learnable class structure (a smooth per-class pattern plus noise).
 std::unique_ptr<SampleSource> open_synthetic(uint64_t seed, int64_t count, int channels, int height, int width,
                                              int num_classes);
@@ -82,8 +85,10 @@ std::unique_ptr<SampleSource> open_detect_synthetic(std::shared_ptr<const Sample
 // COCO-format object detection (instances_*.json + an image folder): images in the order of their ids,
 // each letterboxed to size x size; category ids mapped to contiguous classes in increasing id order, their
 // names kept; crowd annotations skipped; boxes converted to normalised (cx, cy, w, h).
+// Images are read only when they are regular files (a FIFO is refused, not waited on); max_pixels as for
+// open_folder.
 std::unique_ptr<SampleSource> open_coco(const std::string& images_dir, const std::string& annotations, int size,
-                                        int channels);
+                                        int channels, int64_t max_pixels = 89478485);
 
 struct PackOptions {
   std::string output;       // single file, or the index file when sharded

@@ -64,8 +64,10 @@ const json& array_of(const json& root, const char* key, const std::string& path)
 
 class CocoSource : public SampleSource {
  public:
-  CocoSource(const std::string& images_dir, const std::string& annotations, int size, int channels)
-      : size_(size) {
+  CocoSource(const std::string& images_dir, const std::string& annotations, int size, int channels,
+             int64_t max_pixels)
+      : size_(size), max_pixels_(max_pixels) {
+    HT_CHECK(max_pixels >= 0, "--max-pixels must be 0 (no limit) or positive, got ", max_pixels);
     HT_CHECK(size > 0, "--size must be positive, got ", size);
     HT_CHECK(channels == 1 || channels == 3, "--channels must be 1 or 3, got ", channels);
     check_sample_shape("--size " + std::to_string(size), channels, size, size);
@@ -92,8 +94,8 @@ class CocoSource : public SampleSource {
   }
   void get_boxed(int64_t i, uint8_t* image, int32_t* label, std::vector<float>& boxes) const override {
     const CocoImage& ci = images_[size_t(i)];
-    const Image img = decode_image(ci.file, meta.channels);
-    HT_CHECK(img.width == ci.width && img.height == ci.height, ci.file, ": the image is ", img.width, "x", img.height,
+    const Image img = decode_image(ci.file, meta.channels, max_pixels_);
+    HT_CHECK(img.width == ci.width && img.height == ci.height, shown_name(ci.file), ": the image is ", img.width, "x", img.height,
              " but the annotations say ", ci.width, "x", ci.height, " (image id ", ci.id, ")");
     const Placement p = letterbox(img, size_, kLetterboxFill, image);
     boxes.clear();
@@ -131,6 +133,8 @@ class CocoSource : public SampleSource {
       CocoImage ci;
       ci.id = field<int64_t>(imgs[k], "id", path, entry);
       const std::string name = field<std::string>(imgs[k], "file_name", path, entry);
+      HT_CHECK(name.find('\0') == std::string::npos, path, ": ", entry, " (id ", ci.id, "): file_name ", quoted(name),
+               " holds a NUL byte (no file has such a name)");
       // An annotation file must not open files outside --images (it may come from anyone). The check is on
       // the name: no absolute path, no ".." that climbs above the folder. Symbolic links inside the folder
       // are followed on purpose (folders of links to the images are common); whoever can place them there
@@ -182,6 +186,7 @@ class CocoSource : public SampleSource {
   }
 
   int size_;
+  int64_t max_pixels_;
   std::vector<CocoImage> images_;
   std::map<int64_t, size_t> index_of_;   // image id → position in images_
   std::map<int64_t, int32_t> class_of_;  // category id → class
@@ -189,8 +194,8 @@ class CocoSource : public SampleSource {
 }  // namespace
 
 std::unique_ptr<SampleSource> open_coco(const std::string& images_dir, const std::string& annotations, int size,
-                                        int channels) {
-  return std::make_unique<CocoSource>(images_dir, annotations, size, channels);
+                                        int channels, int64_t max_pixels) {
+  return std::make_unique<CocoSource>(images_dir, annotations, size, channels, max_pixels);
 }
 
 }  // namespace hetrain::data

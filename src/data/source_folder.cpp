@@ -22,16 +22,11 @@ bool is_image(const fs::path& p) {
   return e == ".jpg" || e == ".jpeg" || e == ".png";
 }
 
-bool is_jpeg(const std::string& path) {
-  std::string e = fs::path(path).extension().string();
-  for (auto& ch : e) ch = char(std::tolower(ch));
-  return e == ".jpg" || e == ".jpeg";
-}
-
 class FolderSource : public SampleSource {
  public:
-  FolderSource(const std::string& root, int size, int channels, const FolderStorage& storage)
-      : size_(size), storage_(storage) {
+  FolderSource(const std::string& root, int size, int channels, const FolderStorage& storage, int64_t max_pixels)
+      : size_(size), storage_(storage), max_pixels_(max_pixels) {
+    HT_CHECK(max_pixels >= 0, "--max-pixels must be 0 (no limit) or positive, got ", max_pixels);
     HT_CHECK(size > 0, "--size must be positive, got ", size);
     HT_CHECK(channels == 1 || channels == 3, "--channels must be 1 or 3, got ", channels);
     check_sample_shape("--size " + std::to_string(size), channels, size, size);
@@ -71,23 +66,26 @@ class FolderSource : public SampleSource {
   }
   int64_t size() const override { return int64_t(files_.size()); }
   void get(int64_t i, uint8_t* image, int32_t* label) const override {
-    Image img = decode_image(files_[i], meta.channels);
+    Image img = decode_image(files_[i], meta.channels, max_pixels_);
     resize_center_crop(img, size_, image);
     *label = labels_[i];
   }
   void get_encoded(int64_t i, std::vector<uint8_t>& jpeg, uint8_t* image, int32_t* label) const override {
     const std::string& path = files_[size_t(i)];
     std::vector<uint8_t> file = read_whole_file(path);
+    // JPEG or PNG by the first bytes, whatever the name says; too many pixels are refused before decoding.
+    const ImageInfo info = read_image_info(file, path);
+    check_pixels(info, max_pixels_, path);
     Image img;
     bool kept = false;
-    if (is_jpeg(path)) {
-      const JpegHeader hdr = read_jpeg_header(file.data(), file.size(), path);
+    if (info.kind == ImageInfo::kJpeg) {
+      const JpegHeader hdr = read_jpeg_header(file.data(), file.size(), shown_name(path));
       const bool colours_fit = meta.channels == 3 ? hdr.colorspace == TJCS_YCbCr : hdr.colorspace == TJCS_GRAY;
       kept = colours_fit && std::min(hdr.width, hdr.height) <= storage_.stored_size;
       if (kept) jpeg = std::move(file);
-      else img = decode_jpeg_bytes(file.data(), file.size(), meta.channels, path);
+      else img = decode_jpeg_bytes(file.data(), file.size(), meta.channels, shown_name(path));
     } else {
-      img = decode_png(path, meta.channels);
+      img = decode_png_bytes(file, meta.channels, path);
     }
     if (!kept) {
       const int shorter = std::min(img.width, img.height);
@@ -99,7 +97,7 @@ class FolderSource : public SampleSource {
       jpeg = encode_jpeg(img, storage_.quality);
     }
     // The statistics come from the stored bytes, decoded as the reader decodes them for evaluation.
-    decode_sample(jpeg.data(), jpeg.size(), meta.channels, size_, size_, false, 0, i, path, image);
+    decode_sample(jpeg.data(), jpeg.size(), meta.channels, size_, size_, false, 0, i, shown_name(path), image);
     *label = labels_[size_t(i)];
   }
   const std::string& file(int64_t i) const { return files_[i]; }
@@ -107,14 +105,15 @@ class FolderSource : public SampleSource {
  private:
   int size_;
   FolderStorage storage_;
+  int64_t max_pixels_;
   std::vector<std::string> files_;
   std::vector<int32_t> labels_;
 };
 }  // namespace
 
 std::unique_ptr<SampleSource> open_folder(const std::string& root, int size, int channels,
-                                          const FolderStorage& storage) {
-  return std::make_unique<FolderSource>(root, size, channels, storage);
+                                          const FolderStorage& storage, int64_t max_pixels) {
+  return std::make_unique<FolderSource>(root, size, channels, storage, max_pixels);
 }
 
 }  // namespace hetrain::data

@@ -101,8 +101,12 @@ FileWriter::FileWriter(const std::string& path, int64_t n, const DatasetMeta& me
   h5::quiet();
   temp_slot_ = register_temp(tmp_);  // before the file exists, so a signal never misses it
   file_ = h5::Id(H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-  if (!file_.valid()) release_temp(temp_slot_);  // the destructor does not run when the constructor throws
-  HT_CHECK(file_.valid(), tmp_, ": cannot create file: ", h5::last_error());
+  if (!file_.valid()) {  // the destructor does not run when the constructor throws
+    const std::string why = h5::last_error();
+    std::remove(tmp_.c_str());  // H5Fcreate may have made the file before failing (a full disk)
+    release_temp(temp_slot_);
+    HT_THROW(tmp_, ": cannot create file: ", why);
+  }
 
   if (meta.jpeg) {
     create_jpeg();
@@ -172,6 +176,12 @@ void FileWriter::append_boxes(const BoxList& boxes, int64_t count) {
 
 FileWriter::~FileWriter() {
   if (committed_) return;
+  // Emptied first: on a full disk the closes below still flush cached chunks and metadata, which then fit in
+  // the space the file held, so every HDF5 object really closes (a close that fails leaves HDF5 1.10 objects
+  // it crashes on later).
+  if (::truncate(tmp_.c_str(), 0) != 0) {
+    // nothing more to do: the file is removed below either way
+  }
   {
     std::lock_guard<std::mutex> lock(hdf5_mutex());
     boxes_.reset();
@@ -314,7 +324,6 @@ void FileWriter::finish(const std::vector<float>& mean, const std::vector<float>
                                                          H5Dwrite(d2, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, sizes.data()) >= 0)),
              tmp_, ": cannot write /image_ids and /source_sizes: ", h5::last_error());
   }
-  boxes_.reset();
   if (meta_.jpeg) {
     hsize_t n1 = hsize_t(jpeg_offsets_.size());
     h5::Id space(H5Screate_simple(1, &n1, nullptr));
@@ -322,11 +331,15 @@ void FileWriter::finish(const std::vector<float>& mean, const std::vector<float>
     HT_CHECK(d.valid() && H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, jpeg_offsets_.data()) >= 0,
              tmp_, ": cannot write /jpeg_offsets: ", h5::last_error());
   }
-  jpeg_.reset();
   if (shard_index >= 0) {
     h5::write_int_attr(file_, "shard_index", shard_index);
     h5::write_int_attr(file_, "shard_count", shard_count);
   }
+  // Everything cached reaches the file while every dataset is still open: on a full disk this fails here,
+  // with nothing closed yet, and the destructor empties the file before closing (see there).
+  HT_CHECK(H5Fflush(file_, H5F_SCOPE_LOCAL) >= 0, tmp_, ": cannot write: ", h5::last_error());
+  boxes_.reset();
+  jpeg_.reset();
   labels_.reset();
   images_.reset();
   HT_CHECK(H5Fflush(file_, H5F_SCOPE_GLOBAL) >= 0, tmp_, ": cannot flush: ", h5::last_error());
