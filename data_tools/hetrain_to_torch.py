@@ -24,6 +24,7 @@ weights themselves.
 """
 
 import argparse
+import io
 import os
 import signal
 import sys
@@ -326,8 +327,14 @@ def main(argv=None):
     if args.output:
         import torch
         try:
+            # Serialised in memory, written with plain I/O: on a full disk torch.save's own writer aborts the
+            # process with a C++ stack, a plain write raises OSError (one line).
+            image = io.BytesIO()
+            torch.save(state_dict, image)
             with out:
-                torch.save(state_dict, out)
+                out.write(image.getbuffer())
+                out.flush()
+                os.fsync(out.fileno())
             _output_paths().replace_output(tmp, args.output)  # never over a device node
         except (OSError, RuntimeError) as e:
             if os.path.exists(tmp):
