@@ -346,8 +346,13 @@ class ElasticMode final : public TrainingMode {
     nn::ParamBuffer& params = s_.model->params();
     if (dist::Communicator* reduction = group_.reduction()) {
       auto comm_start = Clock::now();
+      // The members meet first, bounded: one stopped in its forward or backward pass is named here ("did
+      // not arrive at the group's gradient reduction") rather than left unnamed inside the reduction.
+      std::vector<double> none = {0.0};
+      group_.arrival()->meet(local_steps_, none, "the group's gradient reduction");
       reduction->weighted_allreduce(params.grads().data(), params.count(), double(b) / double(n) / rank_scale,
                                     s_.wire);
+      group_.arrival()->step_done();  // the watchdog bounded the reduction; nothing of the group's is left
       const double comm = seconds_since(comm_start);
       report_.add_comm(comm);
       step_stats_.comm_us += micros(comm);
