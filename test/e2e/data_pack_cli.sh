@@ -79,7 +79,7 @@ fi
 head -c 5000 /dev/urandom >"$W/c.bin"
 expect_error "c.bin: truncated CIFAR-10 batch.*record 1 at offset 3073" $PACK cifar "$W/c.bin" -o "$W/out/c.h5"
 mkdir -p "$W/bad/a" && head -c 400 /dev/urandom >"$W/bad/a/x.jpg"
-expect_error "x.jpg: corrupt" $PACK folder "$W/bad" --size 8 -o "$W/out/b.h5"
+expect_error "x.jpg: neither a JPEG nor a PNG file" $PACK folder "$W/bad" --size 8 -o "$W/out/b.h5"
 expect_error "empty dataset" $PACK synthetic --count 0 -o "$W/out/e.h5"
 expect_error "unknown command" $PACK frobnicate
 expect_error "option '--output' is required" $PACK synthetic --count 3

@@ -18,7 +18,7 @@ check caps-wrong-length "max-local-batch" "${S[@]}" --global-batch 32 --max-loca
 check caps-too-small "max-local-batch" "${S[@]}" --global-batch 32 --max-local-batch 4
 check speed-zero "emulate-speed" "${S[@]}" --global-batch 32 --emulate-speed 1,1,0,1
 check speeds-wrong-length "emulate-speed" "${S[@]}" --global-batch 32 --emulate-speed 1,0.5
-check more-ranks-than-samples "fewer than the 4" --synthetic 3 --global-batch 4
+check more-ranks-than-samples "global batch 4 exceeds the 3 samples" --synthetic 3 --global-batch 4
 check split-wrong-sum "split" "${S[@]}" --global-batch 32 --split 1,2,3,4
 check missing-data "nope.h5" --data "$TMP/nope.h5"
 check diverged "NaN/Inf" "${S[@]}" --global-batch 32 --lr 1e12 --momentum 0
@@ -34,7 +34,7 @@ huge=$((limit_kb * 1024))  # 8 bytes of epoch order each: 8 times the limit
 # A model file whose parameters cannot fit in memory is refused before they are allocated (under the same
 # limit), naming the file; a huge repeat count is refused at once, not built for minutes.
 printf 'nc: 2\nbackbone:\n  - [-1, 1, Conv, [8, 3, 2]]\n  - [-1, 1, Conv, [65536, 3, 1]]\n  - [-1, 1, Conv, [65536, 3, 1]]\nhead:\n  - [-1, 1, GlobalAvgPool, []]\n' >"$TMP/wide.yaml"
-(ulimit -v $limit_kb; timeout 120 mpirun -n 4 "$HETRAIN" train --model "$TMP/wide.yaml" --synthetic 64 \
+(ulimit -v $limit_kb; timeout 120 mpirun -n 4 "$HETRAIN" train --model "$TMP/wide.yaml" --synthetic 64 --global-batch 32 \
   --synthetic-shape 3,8,8 --max-steps 1 --quiet >"$TMP/wide.out" 2>"$TMP/wide.err")
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "model-too-big: exit $rc"

@@ -128,7 +128,7 @@ stop_async() {
 resumed_from_stop() {
   if [ -n "${STOPPED_AT_ZERO:-}" ]; then
     echo "note: every stop came before a push had settled; the resume starts from the checkpoint at sample 0"
-    grep -q "^resume: .*checkpoint-00000000.h5 (step 0" "$1"
+    grep -q "^resume: .*checkpoint-00000000.h5 (step 0" "$1" || grep -q "^resuming at sample [0-9]* of $2\$" "$1"
   else
     grep -q "^resuming at sample [0-9]* of $2\$" "$1"
   fi
