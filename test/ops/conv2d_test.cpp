@@ -2,6 +2,7 @@
 // implementation (oneDNN when built with it, im2col + GEMM) against the naive one on awkward shapes, and
 // the accumulate/overwrite contract.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -33,8 +34,8 @@ std::vector<Conv2dGeom> odd_shapes() {
   return {
       geom(3, 5, 11, 7, 6, 3, 3, 1, 1),   // 3×3 same-padding, non-square input
       geom(2, 3, 9, 12, 7, 3, 3, 2, 1),   // stride 2 with padding
-      geom(3, 7, 5, 6, 5, 1, 1, 1, 0),    // 1×1 stride 1, small plane: grouped (im2col is a copy)
-      geom(3, 5, 32, 33, 6, 1, 1, 1, 0),  // 1×1 stride 1, plane ≥ 1024: the no-im2col path
+      geom(3, 7, 5, 6, 5, 1, 1, 1, 0),    // 1×1 stride 1, small plane: no unfolding
+      geom(3, 5, 32, 33, 6, 1, 1, 1, 0),  // 1×1 stride 1, a large plane: no unfolding
       geom(2, 4, 7, 9, 3, 1, 1, 2, 0),    // 1×1 stride 2 (ResNet shortcut): im2col path
       geom(2, 3, 23, 17, 5, 7, 7, 2, 3),  // 7×7 stride 2 pad 3 (ResNet stem)
       geom(1, 1, 6, 10, 3, 3, 3, 1, 0),   // batch 1, C = 1, no padding
@@ -191,11 +192,19 @@ TEST_P(Conv2dFloat, EmptyBatchIsANoOp) {
 }
 
 // A sample's output and input gradient are the same bits whatever batch it is computed in (the balancer
-// changes every rank's batch size; invariant 1): a batch at once against the same samples split in two.
+// changes every rank's batch size; invariant 1): a batch at once against the same samples as a head of 5
+// and the rest, on 1, 2 and 3 threads (a GEMM that oneDNN threads itself sums in another order). The
+// shapes: lenet's two layers, a strided 3×3, an 8×8 plane, a strided 1×1 (its backward is im2col's also
+// with oneDNN) and a 1×1 on a 32×32 plane (no unfolding).
 TEST_P(Conv2dFloat, PerSampleResultsDoNotDependOnTheBatchSize) {
+  const int threads_before = omp_get_max_threads();
+  for (const int threads : {1, 2, 3})
   for (const auto& full : {geom(37, 1, 28, 28, 6, 5, 5, 1, 2), geom(37, 6, 14, 14, 16, 5, 5, 1, 0),
-                           geom(29, 16, 16, 16, 32, 3, 3, 2, 1), geom(21, 64, 8, 8, 64, 3, 3, 1, 1)}) {
-    SCOPED_TRACE(::testing::Message() << "C=" << full.C << " H=" << full.H << " K=" << full.K);
+                           geom(29, 16, 16, 16, 32, 3, 3, 2, 1), geom(21, 64, 8, 8, 64, 3, 3, 1, 1),
+                           geom(13, 16, 14, 14, 32, 1, 1, 2, 0), geom(9, 8, 32, 32, 8, 1, 1, 1, 0)}) {
+    omp_set_num_threads(threads);
+    SCOPED_TRACE(::testing::Message() << threads << " thread(s), C=" << full.C << " H=" << full.H
+                                      << " K=" << full.K << " R=" << full.R << " stride=" << full.stride);
     const int head = 5;
     Conv2dGeom a = full, b = full;
     a.N = head, b.N = full.N - head;
@@ -213,4 +222,5 @@ TEST_P(Conv2dFloat, PerSampleResultsDoNotDependOnTheBatchSize) {
                            x.data() + in_size(a), w.data(), b, ws.data());
     EXPECT_EQ(dx, dx_parts);
   }
+  omp_set_num_threads(threads_before);
 }

@@ -2,21 +2,21 @@
 // im2col + GEMM otherwise), and the im2col + GEMM (OpenBLAS) implementation itself, forward and backward.
 // The oneDNN one is in dnnl/; docs/cpu-performance.md compares them.
 //
-// Samples are processed in groups of nb: the columns of a group form one [C·R·S, nb·P·Q] matrix, so a
-// layer with a small output plane (8×8 in ResNet-20's last stage) still gives GEMMs with ~1000 columns.
-// GEMM output of a group is [K, nb·P·Q]; it is scattered to out [nb, K, P, Q] (and dout gathered the
-// other way in backward) — a copy that costs 1/(C·R·S) of the GEMM.
+// One GEMM per sample, of the same shape whatever the batch: a sample's output and input gradient must
+// not depend on the batch it is in (invariant 1 of docs/architecture.md — the balancer changes every
+// rank's batch size). oneDNN's and OpenBLAS's AVX2 GEMMs pick their kernels, and so the order of the
+// sums, by the matrix shape and by where a column falls in their tiles, so samples side by side in one
+// wider GEMM (as this file did, ~1000 columns per GEMM) came out different in the last bit from the same
+// samples in another batch. Per-sample GEMMs measured level with those groups on resnet20 here (batch 32,
+// 2 threads; batch 128, 1 thread: within this machine's run-to-run noise; docs/cpu-performance.md).
 //
-// Threads: with T > 1 OpenMP threads, the groups are shared out among the threads, each with its own slice
-// of the workspace and single-threaded GEMMs (OpenBLAS's OpenMP build runs serially inside a parallel
-// region). Splitting one GEMM across threads does not pay on these sizes: a 16×1024×144 GEMM of ResNet-20's
-// first stage is done before the threads have synchronised, and im2col/col2im would stay serial. The
-// weight gradient is a sum over groups: thread 0 accumulates into dweight, the others into private
-// [K, C·R·S] partials added afterwards in thread order (deterministic for a given thread count).
+// Threads: the samples are shared out among OpenMP threads, each with its own column matrix in the
+// workspace; every GEMM runs on its calling thread alone, also in a team of one, where oneDNN would
+// otherwise thread it and sum in another order (run_gemms_serially). The weight gradient is a sum over
+// samples: thread 0 accumulates into dweight, the others into private [K, C·R·S] partials added
+// afterwards in thread order (deterministic for a given thread count).
 //
-// 1×1 stride-1 unpadded convs with planes of ≥ 1024 pixels need no unfolding: the input sample [C, H·W]
-// already is the column matrix. Smaller 1×1 planes go the grouped way (their "im2col" is a copy), which
-// gives the GEMMs enough columns — ResNet-50's last stage has 7×7 planes.
+// 1×1 stride-1 unpadded convs need no unfolding: the input sample [C, H·W] already is the column matrix.
 #include <omp.h>
 
 #include <algorithm>
@@ -34,70 +34,36 @@
 namespace hetrain::ops::cpu {
 
 namespace {
-// Columns per group we aim for: enough for OpenBLAS to reach its speed, small enough that the column
-// matrix stays in L2/L3 between im2col and the GEMM. Measured on ResNet-20 layers (N=128, 1 thread):
-// 1024 beat 4096 by ~15% (the larger column matrix falls out of cache) and beat 256 on 8×8 planes.
-constexpr int64_t kTargetColumns = 1024;
-
 int64_t plane(const Conv2dGeom& g) { return int64_t(g.P()) * g.Q(); }
 
-// GEMM straight on the input: 1×1, stride 1, no padding, and a plane large enough on its own.
-bool is_direct(const Conv2dGeom& g) {
-  return g.R == 1 && g.S == 1 && g.stride == 1 && g.pad == 0 && plane(g) >= kTargetColumns;
-}
-
-// Samples per group on one thread: enough for kTargetColumns columns, at most N.
-int base_group(const Conv2dGeom& g) {
-  const int64_t nb = (kTargetColumns + plane(g) - 1) / plane(g);
-  return int(std::max<int64_t>(1, std::min<int64_t>(nb, g.N)));
-}
-
-// How the batch is cut: `threads` workers, groups of `nb` samples (the last may be smaller).
-struct Plan {
-  int threads = 1;
-  int nb = 1;
-};
+// GEMM straight on the input: 1×1, stride 1, no padding.
+bool is_direct(const Conv2dGeom& g) { return g.R == 1 && g.S == 1 && g.stride == 1 && g.pad == 0; }
 
 int max_threads() { return omp_in_parallel() ? 1 : std::max(1, omp_get_max_threads()); }
+int threads_for(const Conv2dGeom& g) { return std::min(max_threads(), std::max(g.N, 1)); }
 
-// With T threads the number of groups is rounded up to a multiple of T (each thread gets the same number
-// of groups) by shrinking nb; nb never exceeds base_group, so the workspace bound below holds.
-Plan plan_for(const Conv2dGeom& g) {
-  Plan p;
-  p.nb = base_group(g);
-  p.threads = std::min(max_threads(), std::max(g.N, 1));
-  if (p.threads > 1) {
-    const int groups = (g.N + p.nb - 1) / p.nb;
-    const int rounded = (groups + p.threads - 1) / p.threads * p.threads;
-    p.nb = (g.N + rounded - 1) / rounded;
-  }
-  return p;
-}
+// Called first in each parallel region below (see the top).
+void run_gemms_serially() { omp_set_num_threads(1); }
 
 void check_geom(const Conv2dGeom& g, const char* who) {
   HT_CHECK(g.N >= 0 && g.C > 0 && g.H > 0 && g.W > 0 && g.K > 0 && g.R > 0 && g.S > 0 && g.stride > 0 &&
                g.pad >= 0 && g.P() > 0 && g.Q() > 0,
            who, ": bad geometry N=", g.N, " C=", g.C, " H=", g.H, " W=", g.W, " K=", g.K, " R=", g.R, " S=", g.S,
            " stride=", g.stride, " pad=", g.pad);
-  HT_CHECK(int64_t(g.C) * g.R * g.S * g.P() * g.Q() * base_group(g) < (int64_t(1) << 31),
+  HT_CHECK(int64_t(g.C) * g.R * g.S * plane(g) < (int64_t(1) << 31),
            who, ": column matrix too large for 32-bit BLAS indices");
 }
 
-// Per-thread workspace: columns C·R·S × nb·PQ, then K × nb·PQ for the group's GEMM output (nb > 1).
-int64_t per_thread_size(const Conv2dGeom& g, int nb) {
-  const int64_t cols = int64_t(nb) * plane(g);
-  return int64_t(g.C) * g.R * g.S * cols + (nb > 1 ? int64_t(g.K) * cols : 0);
-}
+int64_t column_size(const Conv2dGeom& g) { return int64_t(g.C) * g.R * g.S * plane(g); }
 }  // namespace
 
-// Direct 1×1: 0. Otherwise, for t = min(threads, N) and nb = min(N, ceil(1024 / (P·Q))):
-// t column blocks of C·R·S × nb·P·Q (+ K × nb·P·Q each when nb > 1), plus (t − 1) weight-gradient
-// partials of K × C·R·S. Non-decreasing in N for a given thread count.
+// Direct 1×1: 0. Otherwise, for t = min(threads, N): t column matrices of C·R·S × P·Q, plus (t − 1)
+// weight-gradient partials of K × C·R·S. Non-decreasing in N for a given thread count.
 int64_t conv2d_im2col_workspace_size(const Conv2dGeom& g) {
   check_geom(g, "conv2d_workspace_size");
   if (is_direct(g)) return 0;
-  const int t = std::min(max_threads(), std::max(g.N, 1));
-  return t * per_thread_size(g, base_group(g)) + int64_t(t - 1) * g.K * g.C * g.R * g.S;
+  const int t = threads_for(g);
+  return t * column_size(g) + int64_t(t - 1) * g.K * g.C * g.R * g.S;
 }
 
 namespace {
@@ -134,81 +100,29 @@ void accumulate_dbias(T* dbias, const T* dout, const Conv2dGeom& g) {
   }
 }
 
-// Forward of samples [n0, n0 + m): unfold, one GEMM, scatter to NCHW.
-template <typename T>
-void forward_group(T* out, const T* in, const T* weight, const Conv2dGeom& g, int n0, int m, T* col, T* tmp) {
-  const int PQ = g.P() * g.Q(), CRS = g.C * g.R * g.S, ld = m * PQ;
-  const int64_t in_stride = int64_t(g.C) * g.H * g.W, out_stride = int64_t(g.K) * PQ;
-  for (int i = 0; i < m; ++i) detail::im2col(col + int64_t(i) * PQ, ld, in + (n0 + i) * in_stride, g);
-  if (m == 1) {  // out_n [K, PQ] = W [K, CRS] · col [CRS, PQ]
-    detail::gemm(false, false, g.K, PQ, CRS, T(1), weight, CRS, col, ld, T(0), out + n0 * out_stride, PQ);
-    return;
-  }
-  detail::gemm(false, false, g.K, ld, CRS, T(1), weight, CRS, col, ld, T(0), tmp, ld);
-  // tmp [K, m, PQ] → out [m, K, PQ]
-  for (int i = 0; i < m; ++i)
-    for (int k = 0; k < g.K; ++k)
-      std::memcpy(out + (n0 + i) * out_stride + int64_t(k) * PQ, tmp + int64_t(k) * ld + int64_t(i) * PQ,
-                  sizeof(T) * PQ);
-}
-
-// Backward of samples [n0, n0 + m): dweight_acc += dout_g · colᵀ; din of the group overwritten.
-template <typename T>
-void backward_group(T* din, T* dweight_acc, const T* dout, const T* in, const T* weight, const Conv2dGeom& g,
-                    int n0, int m, T* col, T* dtmp) {
-  const int PQ = g.P() * g.Q(), CRS = g.C * g.R * g.S, ld = m * PQ;
-  const int64_t in_stride = int64_t(g.C) * g.H * g.W, out_stride = int64_t(g.K) * PQ;
-  // The group's dout as one [K, m·PQ] matrix (dout itself when m = 1).
-  const T* dg = dout + n0 * out_stride;
-  if (m > 1) {
-    for (int i = 0; i < m; ++i)
-      for (int k = 0; k < g.K; ++k)
-        std::memcpy(dtmp + int64_t(k) * ld + int64_t(i) * PQ, dout + (n0 + i) * out_stride + int64_t(k) * PQ,
-                    sizeof(T) * PQ);
-    dg = dtmp;
-  }
-  if (dweight_acc) {  // dW [K, CRS] += dout_g [K, m·PQ] · colᵀ [m·PQ, CRS]
-    for (int i = 0; i < m; ++i) detail::im2col(col + int64_t(i) * PQ, ld, in + (n0 + i) * in_stride, g);
-    detail::gemm(false, true, g.K, CRS, ld, T(1), dg, ld, col, ld, T(1), dweight_acc, CRS);
-  }
-  if (din) {  // dcol [CRS, m·PQ] = Wᵀ [CRS, K] · dout_g [K, m·PQ], folded back into din (col reused)
-    detail::gemm(true, false, CRS, ld, g.K, T(1), weight, CRS, dg, ld, T(0), col, ld);
-    T* dg_in = din + n0 * in_stride;
-    std::fill(dg_in, dg_in + m * in_stride, T(0));
-    for (int i = 0; i < m; ++i) detail::col2im_add(dg_in + i * in_stride, col + int64_t(i) * PQ, ld, g);
-  }
-}
-
 }  // namespace
 
 template <typename T>
 void conv2d_forward_im2col(T* out, const T* in, const T* weight, const T* bias, const Conv2dGeom& g,
                            T* workspace) {
   check_geom(g, "conv2d_forward");
-  const int PQ = g.P() * g.Q();
+  const int PQ = g.P() * g.Q(), CRS = g.C * g.R * g.S;
   const int64_t in_stride = int64_t(g.C) * g.H * g.W, out_stride = int64_t(g.K) * PQ;
-
   if (g.N == 0) return;
-  if (is_direct(g)) {
-    // out_n [K, HW] = W [K, C] · in_n [C, HW]; samples shared out among the threads.
-    const int t = std::min(max_threads(), g.N);
-#pragma omp parallel for schedule(static) num_threads(t) if (t > 1)
-    for (int n = 0; n < g.N; ++n)
-      detail::gemm(false, false, g.K, PQ, g.C, T(1), weight, g.C, in + n * in_stride, PQ, T(0),
-                   out + n * out_stride, PQ);
-  } else {
-    HT_CHECK(workspace != nullptr, "conv2d_forward: workspace is null");
-    const Plan p = plan_for(g);
-    const int64_t slice = per_thread_size(g, p.nb), col_size = int64_t(g.C) * g.R * g.S * p.nb * PQ;
-    const int groups = (g.N + p.nb - 1) / p.nb;
-#pragma omp parallel num_threads(p.threads) if (p.threads > 1)
-    {
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      T* col = workspace + t * slice;
-      for (int gi = t; gi < groups; gi += nt) {
-        const int n0 = gi * p.nb;
-        forward_group(out, in, weight, g, n0, std::min(p.nb, g.N - n0), col, col + col_size);
+  const bool direct = is_direct(g);
+  HT_CHECK(direct || workspace != nullptr, "conv2d_forward: workspace is null");
+#pragma omp parallel num_threads(threads_for(g))
+  {
+    run_gemms_serially();
+    T* col = direct ? nullptr : workspace + omp_get_thread_num() * column_size(g);
+#pragma omp for schedule(static)
+    for (int n = 0; n < g.N; ++n) {  // out_n [K, PQ] = W [K, CRS] · col_n [CRS, PQ]
+      const T* cols = in + n * in_stride;
+      if (!direct) {
+        detail::im2col(col, PQ, cols, g);
+        cols = col;
       }
+      detail::gemm(false, false, g.K, PQ, CRS, T(1), weight, CRS, cols, PQ, T(0), out + n * out_stride, PQ);
     }
   }
   if (bias) add_bias(out, bias, g);
@@ -225,13 +139,13 @@ void conv2d_backward_im2col(T* din, T* dweight, T* dbias, const T* dout, const T
   if ((!din && !dweight) || g.N == 0) return;
 
   if (is_direct(g)) {
-    const int t = std::min(max_threads(), g.N);
+    const int t = threads_for(g);
     // dW [K, C] += Σ_n dout_n [K, HW] · in_nᵀ [HW, C]: each thread owns a band of rows of dW and runs over
     // all samples in order, so no partial sums are needed (and the bits do not depend on the thread count).
     if (dweight) {
-      const int bands = std::min(t, g.K);
-#pragma omp parallel num_threads(bands) if (bands > 1)
+#pragma omp parallel num_threads(std::min(t, g.K))
       {
+        run_gemms_serially();
         const int b = omp_get_thread_num(), nbnd = omp_get_num_threads();
         const int k0 = int(int64_t(g.K) * b / nbnd), k1 = int(int64_t(g.K) * (b + 1) / nbnd);
         for (int n = 0; n < g.N; ++n)
@@ -241,35 +155,47 @@ void conv2d_backward_im2col(T* din, T* dweight, T* dbias, const T* dout, const T
     }
     // din_n [C, HW] = Wᵀ [C, K] · dout_n [K, HW]
     if (din) {
-#pragma omp parallel for schedule(static) num_threads(t) if (t > 1)
-      for (int n = 0; n < g.N; ++n)
-        detail::gemm(true, false, g.C, PQ, g.K, T(1), weight, g.C, dout + n * out_stride, PQ, T(0),
-                     din + n * in_stride, PQ);
+#pragma omp parallel num_threads(t)
+      {
+        run_gemms_serially();
+#pragma omp for schedule(static)
+        for (int n = 0; n < g.N; ++n)
+          detail::gemm(true, false, g.C, PQ, g.K, T(1), weight, g.C, dout + n * out_stride, PQ, T(0),
+                       din + n * in_stride, PQ);
+      }
     }
     return;
   }
 
   HT_CHECK(workspace != nullptr, "conv2d_backward: workspace is null");
-  const Plan p = plan_for(g);
-  const int64_t slice = per_thread_size(g, p.nb), col_size = int64_t(CRS) * p.nb * PQ;
+  const int threads = threads_for(g);
   const int64_t wsize = int64_t(g.K) * CRS;
-  T* partials = workspace + p.threads * slice;  // (threads − 1) × [K, CRS]
-  const int groups = (g.N + p.nb - 1) / p.nb;
-#pragma omp parallel num_threads(p.threads) if (p.threads > 1)
+  T* partials = workspace + threads * column_size(g);  // (threads − 1) × [K, CRS]
+#pragma omp parallel num_threads(threads)
   {
+    run_gemms_serially();
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    T* col = workspace + t * slice;
+    T* col = workspace + t * column_size(g);
     T* acc = dweight;
     if (dweight && t > 0) {
       acc = partials + (t - 1) * wsize;
       std::fill(acc, acc + wsize, T(0));
     }
-    for (int gi = t; gi < groups; gi += nt) {
-      const int n0 = gi * p.nb;
-      backward_group(din, acc, dout, in, weight, g, n0, std::min(p.nb, g.N - n0), col, col + col_size);
-    }
+#pragma omp for schedule(static)
+    for (int n = 0; n < g.N; ++n) {
+      const T* dout_n = dout + n * out_stride;
+      if (acc) {  // dW [K, CRS] += dout_n [K, PQ] · col_nᵀ [PQ, CRS]
+        detail::im2col(col, PQ, in + n * in_stride, g);
+        detail::gemm(false, true, g.K, CRS, PQ, T(1), dout_n, PQ, col, PQ, T(1), acc, CRS);
+      }
+      if (din) {  // dcol [CRS, PQ] = Wᵀ [CRS, K] · dout_n [K, PQ], folded back into din_n (col reused)
+        detail::gemm(true, false, CRS, PQ, g.K, T(1), weight, CRS, dout_n, PQ, T(0), col, PQ);
+        T* din_n = din + n * in_stride;
+        std::fill(din_n, din_n + in_stride, T(0));
+        detail::col2im_add(din_n, col, PQ, g);
+      }
+    }  // the implicit barrier of omp for: every partial is complete
     if (dweight && nt > 1) {
-#pragma omp barrier
       // dW += partials, rows split among the threads, partials added in thread order.
       const int64_t r0 = wsize * t / nt, r1 = wsize * (t + 1) / nt;
       for (int q = 1; q < nt; ++q) {
