@@ -33,7 +33,10 @@ ElasticGroup::ElasticGroup(const TrainConfig& cfg, Setup& s, const dist::World& 
   member_batches_.resize(size_t(size_));
   HT_MPI_CHECK(MPI_Allgather(&local_batch, 1, MPI_INT64_T, member_batches_.data(), 1, MPI_INT64_T, comm_));
   batch_ = std::accumulate(member_batches_.begin(), member_batches_.end(), int64_t(0));
-  if (size_ > 1) reduction_ = dist::make_gradient_communicator(comm_, s.device_kind, false);
+  if (size_ > 1) {
+    reduction_ = dist::make_gradient_communicator(comm_, s.device_kind, false);
+    reduction_->set_idle_hook([a = arrival_.get()] { a->keep_alive(); });
+  }
   connect_shared_batch(s, comm_);  // --bn sync, a detector's matches: over the group's batch
   if (size_ > 1 && s.balance_config.mode != dist::BalanceMode::None) make_balancer(s);
   // Every rank learns every rank's group leader (a group is named after its leader's world rank).
@@ -99,8 +102,13 @@ void ElasticGroup::rebalance(int64_t local_steps, bool quiet) {
   if (!balancer_) return;
   dist::RefitVotes votes;
   votes.add(balancer_->vote(local_steps));
-  static_assert(sizeof(votes) == 4 * sizeof(int64_t), "RefitVotes travels as 4 int64");
-  HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &votes, 4, MPI_INT64_T, MPI_SUM, comm_));
+  // Summed at a bounded meeting of the members (counts, exact in doubles): one that stops here is named.
+  std::vector<double> sums = {double(votes.slower), double(votes.faster), double(votes.leaning_slower),
+                              double(votes.leaning_faster)};
+  arrival_->arrive(local_steps, sums, "the group's rebalance vote");
+  arrival_->step_done();
+  votes.slower = int64_t(sums[0]), votes.faster = int64_t(sums[1]);
+  votes.leaning_slower = int64_t(sums[2]), votes.leaning_faster = int64_t(sums[3]);
   if (!balancer_->update(local_steps, dist::early_refit_agreed(votes, size_))) return;
   member_batches_ = balancer_->split();
   if (world_rank_ == 0 && !quiet) {

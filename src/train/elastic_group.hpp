@@ -44,8 +44,9 @@ class ElasticGroup {
   const std::vector<int64_t>& member_batches() const { return member_batches_; }
   const std::vector<double>& speeds() const { return speeds_; }  // --groups speed: every rank's samples/s
   // Groups of two or more: the members meet here once a local step (one that does not come is named) and
-  // reduce their gradients over `reduction()`; null for a group of one.
-  dist::StepArrival* arrival() { return arrival_.get(); }
+  // reduce their gradients over `reduction()`; null for a group of one. The reduction's waits send the
+  // arrival's signs of life, so a member that fell silent inside it is named too.
+  dist::StepArrival* arrival() const { return arrival_.get(); }
   dist::Communicator* reduction() { return reduction_.get(); }
   // The members' balancer (records a member's compute times); null without one.
   dist::Balancer* balancer() { return balancer_.get(); }

@@ -347,12 +347,14 @@ class ElasticMode final : public TrainingMode {
     if (dist::Communicator* reduction = group_.reduction()) {
       auto comm_start = Clock::now();
       // The members meet first, bounded: one stopped in its forward or backward pass is named here ("did
-      // not arrive at the group's gradient reduction") rather than left unnamed inside the reduction.
+      // not arrive at the group's gradient reduction") rather than left unnamed inside the reduction; one
+      // that stops inside the reduction falls silent there and is named as such (the reduction's waits
+      // send the others' signs of life: ElasticGroup).
       std::vector<double> none = {0.0};
-      group_.arrival()->meet(local_steps_, none, "the group's gradient reduction");
+      group_.arrival()->arrive(local_steps_, none, "the group's gradient reduction");
       reduction->weighted_allreduce(params.grads().data(), params.count(), double(b) / double(n) / rank_scale,
                                     s_.wire);
-      group_.arrival()->step_done();  // the watchdog bounded the reduction; nothing of the group's is left
+      group_.arrival()->step_done();
       const double comm = seconds_since(comm_start);
       report_.add_comm(comm);
       step_stats_.comm_us += micros(comm);
@@ -382,7 +384,7 @@ class ElasticMode final : public TrainingMode {
   // The group leader's elastic exchange with the center, then the group takes the leader's weights.
   void trade_with_center() {
     const double comm = trade_.trade(s_.model->params(), on_gpu(), group_, *center_, *counter_, step_stats_, unpushed_,
-                                     world_.rank());
+                                     world_.rank(), local_steps_);
     report_.add_comm(comm);
     step_stats_.comm_us += micros(comm);
   }

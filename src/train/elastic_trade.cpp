@@ -47,7 +47,8 @@ void CenterTrade::check_finite(const nn::ParamBuffer& params, const float* value
 
 double CenterTrade::trade(nn::ParamBuffer& params, bool on_gpu, const ElasticGroup& group,
                           dist::ElasticCenter& center, dist::SampleCounter& counter,
-                          dist::SampleCounter::RankStats& stats, bool& unpushed, int world_rank) {
+                          dist::SampleCounter::RankStats& stats, bool& unpushed, int world_rank,
+                          int64_t local_step) {
   auto start = Clock::now();
   if (group.leads()) {
     Tensor local = on_gpu ? params.values().to(Device::CPU) : params.values();
@@ -75,10 +76,14 @@ double CenterTrade::trade(nn::ParamBuffer& params, bool on_gpu, const ElasticGro
   }
   if (group.size() > 1) {
     Tensor host = on_gpu ? params.values().to(Device::CPU) : params.values();
-    // Waiting members keep serving their shards of the center: another group's push may need them.
+    std::vector<double> none = {0.0};
+    group.arrival()->arrive(local_step, none, "the group's center trade");
+    // Waiting members keep serving their shards of the center (another group's push may need them) and
+    // send signs of life, so that one which falls silent in the broadcast is named.
     MPI_Request bcast;
     HT_MPI_CHECK(MPI_Ibcast(host.data(), int(params.count()), MPI_FLOAT, 0, group.comm(), &bcast));
-    dist::wait_serving(&bcast);
+    group.arrival()->wait(&bcast, 1);
+    group.arrival()->step_done();
     if (on_gpu) params.values().copy_from(host);
   }
   return seconds_since(start);

@@ -35,9 +35,11 @@ class CenterTrade {
   explicit CenterTrade(float alpha) : alpha_(alpha) {}
   // On every member of `group`: the leader trades (counting the push and its staleness in `stats`, and
   // marking its claims pushed in the counter when `unpushed`), then every member takes the leader's
-  // weights. Returns the seconds it took.
+  // weights. The members wait for the leader at a bounded meeting of the group's (a leader stopped in
+  // its trade is named "at the group's center trade"; `local_step` numbers it). Returns the seconds it took.
   double trade(nn::ParamBuffer& params, bool on_gpu, const ElasticGroup& group, dist::ElasticCenter& center,
-               dist::SampleCounter& counter, dist::SampleCounter::RankStats& stats, bool& unpushed, int world_rank);
+               dist::SampleCounter& counter, dist::SampleCounter::RankStats& stats, bool& unpushed, int world_rank,
+               int64_t local_step);
   const CenterTraffic& traffic() const { return traffic_; }
 
  private:

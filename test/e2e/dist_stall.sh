@@ -17,15 +17,20 @@ rank_pids() {
   done
 }
 wait_for() { for _ in $(seq 300); do [ -e "$1" ] && return 0; sleep 0.1; done; return 1; }
+# wait_for_checkpoint DIR: any checkpoint in DIR (hybrid runs step fast and keep only the newest few)
+wait_for_checkpoint() {
+  for _ in $(seq 300); do compgen -G "$1/checkpoint-*.h5" >/dev/null && return 0; sleep 0.1; done; return 1
+}
 
-# stop_rank R DIR: starts the slow job writing checkpoints to DIR, SIGSTOPs rank R after step 2 and waits
+# stop_rank R DIR: starts the slow job writing checkpoints to DIR, SIGSTOPs rank R after its first
+# checkpoint (step 2) and waits
 # for the job to end; sets stall_took (seconds from the stop to the end) and leaves stderr in $TMP/err.
 stop_rank() {
   local r=$1 dir=$2 launcher pids p stopped="" rc start
   timeout 120 mpirun -n 4 "$HETRAIN" train "${RUN[@]}" "${SLOW[@]}" --checkpoint-dir "$dir" \
     --checkpoint-every 2 --stall-timeout 4 >"$TMP/out" 2>"$TMP/err" &
   launcher=$!
-  wait_for "$dir/checkpoint-00000002.h5" || { kill $launcher; fail "no checkpoint at step 2 within 30 s"; }
+  wait_for_checkpoint "$dir" || { kill $launcher; fail "no checkpoint within 30 s"; }
   pids=($(rank_pids "$dir"))
   [ ${#pids[@]} -eq 4 ] || { kill $launcher; fail "expected 4 rank processes, found ${#pids[@]}"; }
   # The ranks started in rank order; OMPI_COMM_WORLD_RANK in each one's environment says which is which.
@@ -46,11 +51,16 @@ stop_rank() {
   # Stopped before it arrived, it "did not arrive"; stopped while it waited for the others or inside the
   # step's reductions, it "arrived, then fell silent"; rank 0 stopped while it wrote a checkpoint "did not
   # arrive at the checkpoint" (twice the timeout); with --bn sync, stopped inside its forward or backward
-  # pass, it "did not arrive at the batch-norm statistics". Either way the line names it, and comes first,
-  # and no line names another rank.
-  grep -m1 '^hetrain: error' "$TMP/err" | grep -Eq "step [0-9]+: rank $r on $(hostname) (did not arrive within 4 s|did not arrive at the checkpoint within 8 s|did not arrive at the batch-norm statistics within 4 s|arrived, then fell silent)" \
+  # pass, it "did not arrive at the batch-norm statistics"; in a hybrid group its partner names it at one
+  # of the group's meetings (step = local step). Either way the line names it, and comes first, and no
+  # line names another rank.
+  local at="the checkpoint within 8 s|the batch-norm statistics within 4 s|the group's (gradient reduction|center trade|rebalance vote) within 4 s"
+  grep -m1 '^hetrain: error' "$TMP/err" | grep -Eq "step [0-9]+: rank $r on $(hostname) (did not arrive within 4 s|did not arrive at ($at)|arrived, then fell silent)" \
     || { cat "$TMP/err"; fail "the first error line does not name the stopped rank $r"; }
-  if grep '^hetrain: error' "$TMP/err" | grep -E "rank [0-9]+ on" | grep -v "rank $r on" | grep -q .; then
+  # Every rank an error line names, past the speaker's own "rank R on HOST: ", must be the stopped one
+  # (a line naming it and another, as "rank 0 on vm, rank 1 on vm made no local step", accuses rank 1).
+  if grep '^hetrain: error' "$TMP/err" | sed -E 's/^hetrain: error: rank [0-9]+ on [^:]+: //' \
+      | grep -oE "rank [0-9]+ on" | grep -vx "rank $r on" | grep -q .; then
     cat "$TMP/err"; fail "an error line accuses a rank other than the stopped rank $r"
   fi
   [ $stall_took -le 60 ] || fail "the job took $stall_took s to end after rank $r stopped (timeout 4 s)"
@@ -76,6 +86,23 @@ stop_rank 0 "$TMP/bn0"
 echo "1a. --bn sync: rank 2 stopped: named after $bn_took s; rank 0 stopped: named after $stall_took s"
 RUN=("${ARGS[@]}")
 SLOW=(--emulate-speed 0.05,1,1,1)
+
+# 1d. PowerSGD's compressed reduction (its own collectives after the step's meeting): the stopped rank is
+#     named and nobody else.
+RUN=("${ARGS[@]}" --compress powersgd:2)
+stop_rank 2 "$TMP/psgd2"
+echo "1d. --compress powersgd:2: rank 2 stopped: named after $stall_took s"
+
+# 1e. hybrid, groups {0, 1} and {2, 3}: a member's partner names it at one of the group's meetings, before
+#     the other group's watch of the shared counter (which cannot tell a stopped member from the partner
+#     that waits for it) would speak. Rank 0 leads the slow group, rank 3 is a member of the fast one.
+RUN=(--model lenet --synthetic-shape 1,28,28 --synthetic 3200 --global-batch 32 --epochs 30 --lr 0.05 --device cpu
+     --quiet --mode hybrid --groups 0,0,1,1)
+stop_rank 0 "$TMP/hybrid0"
+hybrid_took=$stall_took
+stop_rank 3 "$TMP/hybrid3"
+echo "1e. hybrid: rank 0 (a leader) stopped: named after $hybrid_took s; rank 3 (a member): after $stall_took s"
+RUN=("${ARGS[@]}")
 
 # 1c. A rank stopped for less than the timeout and continued (a node swapping, a debugger) is no stall: the
 #     time it was away counts against nobody, so neither it nor the others accuse anyone and the run ends.
