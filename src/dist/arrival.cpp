@@ -243,7 +243,9 @@ double StepArrival::arrive(int64_t step, std::vector<double>& values, const char
 }
 
 double StepArrival::meet(int64_t step, std::vector<double>& values, const char* at) {
-  const double waited = arrive(step, values, at);
+  // Twice the timeout: a rank that left the step's reduction early meets here while the step's watcher
+  // names a rank stopped inside that reduction (after one timeout), and must not speak first.
+  const double waited = arrive(step, values, at, 2);
   all_arrived_ = false;
   return waited;
 }

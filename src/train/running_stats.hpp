@@ -23,8 +23,11 @@ double running_stats_weight(int64_t mine, int64_t total);
 
 // Collective over `world` (every rank of the job) and `comm` (the same ranks): replaces this rank's
 // running statistics by the weighted average. `last_step_samples` is n_r. With `check`
-// (--debug-consistency) compares the result across the ranks.
+// (--debug-consistency) compares the result across the ranks. With `meet` (the world's StepArrival, the
+// idle hook of `comm` its keep_alive) the ranks first meet there, bounded, at `step`: a rank stopped before
+// or inside the average is named instead of leaving the others blocked in it.
 void average_running_stats(dist::Communicator& comm, MPI_Comm world, nn::ParamBuffer& params,
-                           int64_t last_step_samples, bool check);
+                           int64_t last_step_samples, bool check, dist::StepArrival* meet = nullptr,
+                           int64_t step = 0);
 
 }  // namespace hetrain::train

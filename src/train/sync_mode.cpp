@@ -357,9 +357,11 @@ class SyncMode final : public TrainingMode {
   // Batch-norm running statistics differ per rank (each saw its own samples): one set for evaluation and
   // the final model, averaged by the rule of every mode (train/running_stats.hpp), here b_r/B. The moving
   // average's statistics (--ema-decay) are made one set the same way when it is swapped in.
-  void sync_running_stats() {
+  // `watched_step` >= 0: bounded, as a meeting of that step (before a checkpoint).
+  void sync_running_stats(int64_t watched_step = -1) {
     const int64_t mine = last_split_.empty() ? 0 : last_split_[size_t(world_.rank())];
-    train::average_running_stats(*s_.comm, world_.comm(), s_.model->params(), mine, cfg_.debug_consistency);
+    train::average_running_stats(*s_.comm, world_.comm(), s_.model->params(), mine, cfg_.debug_consistency,
+                                 watched_step >= 0 ? s_.arrival.get() : nullptr, watched_step);
   }
 
   // Samples trained when `plan`'s step is done: full steps before its epoch and within it.
@@ -372,11 +374,11 @@ class SyncMode final : public TrainingMode {
   // Batch-norm statistics are synced first, so the file holds the one set every rank would evaluate with.
   void save_checkpoint() override {
     const int64_t steps_done = steps_done_;
-    s_.arrival->watch(steps_done - 1);  // the statistics' reduction is bounded like the step
-    sync_running_stats();
+    // The statistics' average is a bounded meeting: a rank stopped in it is named.
+    sync_running_stats(steps_done - 1);
     if (s_.ema) {  // the average's statistics, one set as well
       optim::AverageSwappedIn average(*s_.ema, s_.model->params());
-      sync_running_stats();
+      sync_running_stats(steps_done - 1);
     }
     CheckpointInfo info = checkpoint_info(cfg_, s_, steps_done, world_.size());
     info.split = last_split_;

@@ -51,10 +51,10 @@ stop_rank() {
   # Stopped before it arrived, it "did not arrive"; stopped while it waited for the others or inside the
   # step's reductions, it "arrived, then fell silent"; rank 0 stopped while it wrote a checkpoint "did not
   # arrive at the checkpoint" (twice the timeout); with --bn sync, stopped inside its forward or backward
-  # pass, it "did not arrive at the batch-norm statistics"; in a hybrid group its partner names it at one
+  # pass, it "did not arrive at the batch-norm statistics" (or at their average before a checkpoint); in a hybrid group its partner names it at one
   # of the group's meetings (step = local step). Either way the line names it, and comes first, and no
   # line names another rank.
-  local at="the checkpoint within 8 s|the batch-norm statistics within 4 s|the group's (gradient reduction|center trade|rebalance vote) within 4 s"
+  local at="the checkpoint within 8 s|the batch-norm statistics within 8 s|the batch-norm statistics' average within 8 s|the group's (gradient reduction|center trade|rebalance vote) within 4 s"
   grep -m1 '^hetrain: error' "$TMP/err" | grep -Eq "step [0-9]+: rank $r on $(hostname) (did not arrive within 4 s|did not arrive at ($at)|arrived, then fell silent)" \
     || { cat "$TMP/err"; fail "the first error line does not name the stopped rank $r"; }
   # Every rank an error line names, past the speaker's own "rank R on HOST: ", must be the stopped one
