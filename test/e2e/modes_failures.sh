@@ -91,8 +91,10 @@ stall() {  # stall MODE RANK
   kill -CONT "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null
   [ $rc -ne 124 ] || fail "$1: the job hung with rank $2 stopped"
   [ $rc -ne 0 ] || fail "$1: exit 0 with rank $2 stopped"
-  # Named by the heartbeat watch, or (hybrid) first by its group partner waiting in the group's meeting.
-  grep -qE "^hetrain: error: .*rank $2 on $(hostname) (made no local step for [0-9]* s \(--stall-timeout 2\)|did not arrive)" \
+  # Named by the heartbeat watch, or (hybrid) first by its group partner in one of the group's meetings:
+  # stopped before it reached one it "did not arrive", stopped inside the group's reduction or the center
+  # trade's broadcast it "arrived, then fell silent" (docs/architecture.md, "Stalls and failures").
+  grep -qE "^hetrain: error: .*rank $2 on $(hostname) (made no local step for [0-9]* s \(--stall-timeout 2\)|did not arrive|arrived, then fell silent)" \
     "$TMP/stall.err" \
     || { cat "$TMP/stall.err"; fail "$1: no line naming the stopped rank $2"; }
   [ $took -le 30 ] || fail "$1: the job took $took s to end after rank $2 stopped (--stall-timeout 2)"
