@@ -38,6 +38,15 @@ void RefitVotes::add(int vote) {
   leaning_slower += vote > 0, leaning_faster += vote < 0;
 }
 
+void RefitVotes::append_to(std::vector<double>& values) const {
+  values.insert(values.end(), {double(slower), double(faster), double(leaning_slower), double(leaning_faster)});
+}
+
+RefitVotes RefitVotes::read(const std::vector<double>& values, size_t at) {
+  return RefitVotes{int64_t(values.at(at)), int64_t(values.at(at + 1)), int64_t(values.at(at + 2)),
+                    int64_t(values.at(at + 3))};
+}
+
 bool early_refit_agreed(const RefitVotes& v, int n) {
   const bool common_slow = n > 1 && v.leaning_slower == n, common_fast = n > 1 && v.leaning_faster == n;
   return (v.slower > 0 && !common_slow) || (v.faster > 0 && !common_fast);

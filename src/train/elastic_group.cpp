@@ -103,12 +103,11 @@ void ElasticGroup::rebalance(int64_t local_steps, bool quiet) {
   dist::RefitVotes votes;
   votes.add(balancer_->vote(local_steps));
   // Summed at a bounded meeting of the members (counts, exact in doubles): one that stops here is named.
-  std::vector<double> sums = {double(votes.slower), double(votes.faster), double(votes.leaning_slower),
-                              double(votes.leaning_faster)};
+  std::vector<double> sums;
+  votes.append_to(sums);
   arrival_->arrive(local_steps, sums, "the group's rebalance vote");
   arrival_->step_done();
-  votes.slower = int64_t(sums[0]), votes.faster = int64_t(sums[1]);
-  votes.leaning_slower = int64_t(sums[2]), votes.leaning_faster = int64_t(sums[3]);
+  votes = dist::RefitVotes::read(sums, 0);
   if (!balancer_->update(local_steps, dist::early_refit_agreed(votes, size_))) return;
   member_batches_ = balancer_->split();
   if (world_rank_ == 0 && !quiet) {

@@ -282,12 +282,10 @@ class SyncMode final : public TrainingMode {
     if (s_.fixed_split.empty()) vote.add(s_.balancer->vote(plan.global_step - s_.start_step));
     std::vector<double> agreed = {stop_requests() > 0 ? 1.0 : 0.0,
                                   world_.rank() == 0 && checkpointer_.due_by_time() ? 1.0 : 0.0,
-                                  world_.rank() == 0 && outputs_.metrics_failed() ? 1.0 : 0.0,
-                                  double(vote.slower), double(vote.faster), double(vote.leaning_slower),
-                                  double(vote.leaning_faster)};
+                                  world_.rank() == 0 && outputs_.metrics_failed() ? 1.0 : 0.0};
+    vote.append_to(agreed);
     mine.idle = s_.arrival->arrive(plan.global_step, agreed);
-    return StepFlags{agreed[0], agreed[1], agreed[2],
-                     dist::RefitVotes{int64_t(agreed[3]), int64_t(agreed[4]), int64_t(agreed[5]), int64_t(agreed[6])}};
+    return StepFlags{agreed[0], agreed[1], agreed[2], dist::RefitVotes::read(agreed, 3)};
   }
 
   // The weighted reduction of the gradients, then the step's totals. The reduced gradient is the same on

@@ -53,9 +53,9 @@ class StepArrival {
   // `patience` multiplies the timeout for a meeting that includes slow work on some rank (a file write).
   double arrive(int64_t step, std::vector<double>& values, const char* at = nullptr, double patience = 1);
   // A meeting inside the step, before its own arrive() (--bn sync's sums in the forward and backward pass):
-  // sums and bounds like arrive() with twice the timeout, naming a rank that does not come "at" it, but leaves the step's later
-  // collectives unstarted, so keep_alive() judges no silence until arrive() (a slower rank may still be
-  // computing towards the next meeting).
+  // sums and bounds like arrive() with twice the timeout, naming a rank that does not come "at" it, but
+  // leaves the step's later collectives unstarted, so keep_alive() judges no silence until arrive() (a
+  // slower rank may still be computing towards the next meeting).
   double meet(int64_t step, std::vector<double>& values, const char* at);
   // Waits for `n` requests of the step's later collectives (after arrive(), before step_done()) by
   // testing them, sending signs of life and naming a rank that fell silent.

@@ -113,6 +113,10 @@ struct RefitVotes {
   int64_t slower = 0, faster = 0;                  // votes +2 / −2
   int64_t leaning_slower = 0, leaning_faster = 0;  // votes > 0 / < 0 (the above included)
   void add(int vote);
+  // The four counts as sums of a StepArrival meeting (exact in doubles): appended, and read back from the
+  // summed values at `at`.
+  void append_to(std::vector<double>& values) const;
+  static RefitVotes read(const std::vector<double>& values, size_t at);
 };
 // Refit early when some rank's speed changed relative to the others: a rank voted ±2 and not every rank
 // leans the same way. When they all do, it is a common slowdown (contention, another job on every node, a
