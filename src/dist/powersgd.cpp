@@ -105,10 +105,16 @@ void PowerSgd::orthonormalize(float* p, int64_t rows, int64_t rank) {
 int64_t PowerSgd::block_rows(int64_t cols) { return std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, cols)); }
 
 // Memory-bound work: each pass over M costs as much as a pass over the whole gradient. Per matrix: M += e
-// fused with P = M·Q (3 passes), Qᵀ = P̂ᵀ·M (1), and A = P̂·Qᵀ fused with e = M − A/ranks, M = A (3): 7
+// fused with P = M·Q (3 passes), Qᵀ = P̂ᵀ·M (1), and A = P̂·Qᵀ fused with e = M − (b_r/B)·A, M = A (3): 7
 // passes where the unfused steps took 10.
-void PowerSgd::reduce(Communicator& comm, float* grads, double weight, int ranks, Wire wire) {
-  HT_CHECK(ranks >= 1, "internal: PowerSGD over ", ranks, " ranks");
+//
+// The error is kept in the units of what this rank sends, b_r/B·g_r: e_r = M_r − (b_r/B)·A, this rank's share
+// of the approximation. Every rank's share sums to A, so Σ_r e_r = Σ_r M_r − A is owed as before, and a
+// rank that sends the whole sum's b_r/B back keeps a bounded error whatever its share: taking A/ranks from
+// each rank instead leaves a rank with a larger share owed (b_r/B − 1/ranks)·G more each step, the other
+// rank as much less, two errors that grow without bound and cancel (a zero-sample rank's by −G/ranks), so
+// their sum loses its precision in float and on a 16-bit wire (docs/architecture.md, "PowerSGD").
+void PowerSgd::reduce(Communicator& comm, float* grads, double weight, Wire wire) {
   apply_weight(grads, count_, weight);
   // M_r = b_r/B·g_r + e_r, in place in the gradient buffer; P = M·Q after the whole ranges in message one.
   float* out = first_.data();
@@ -144,8 +150,8 @@ void PowerSgd::reduce(Communicator& comm, float* grads, double weight, int ranks
     ops::cpu::linear_backward<float>(nullptr, qt, nullptr, p, grads + m.offset, qt, int(m.rows), int(m.cols), int(m.rank));
   }
   comm.weighted_allreduce(second_.data(), int64_t(second_.size()), 1.0, wire);
-  // A [rows, cols] = P̂ [rows, r] · Qt [r, cols]; e_r = M_r − A/ranks; the buffer gets A. Block by block.
-  const float share = 1.0f / float(ranks);
+  // A [rows, cols] = P̂ [rows, r] · Qt [r, cols]; e_r = M_r − share·A; the buffer gets A. Block by block.
+  const float share = float(weight);
   for (const Matrix& m : matrices_) {
     const int64_t rb = block_rows(m.cols), blocks = (m.rows + rb - 1) / rb;
     const float* p = first_.data() + whole_floats_ + m.p_at;

@@ -295,7 +295,7 @@ class SyncMode final : public TrainingMode {
     nn::ParamBuffer& params = s_.model->params();
     auto comm_start = Clock::now();
     if (compressed(step))
-      s_.powersgd->reduce(*s_.comm, params.grads().data(), weight, world_.size(), s_.wire);
+      s_.powersgd->reduce(*s_.comm, params.grads().data(), weight, s_.wire);
     else if (s_.buckets)
       s_.buckets->finish();
     else

@@ -73,7 +73,7 @@ TEST(PowerSgd, LowRankSumComesBackWholeAndAlike) {
   }
   for (int step = 0; step < 2; ++step) {
     std::vector<float> g = gradient(w.rank());
-    p.reduce(comm, g.data(), weight_of(w.rank(), w.size()), w.size());
+    p.reduce(comm, g.data(), weight_of(w.rank(), w.size()));
     EXPECT_TRUE(same_on_every_rank(w.comm(), g)) << "step " << step;
     int64_t whole_wrong = 0;
     for (int64_t i = 288; i < kCount; ++i) whole_wrong += double(g[size_t(i)]) != want[size_t(i)];
@@ -102,8 +102,8 @@ TEST(PowerSgd, PaddingBetweenParametersIsLeftAlone) {
     std::vector<float> g = gradient(w.rank()), h(kPadded, 0.0f);
     std::copy(g.begin(), g.begin() + 288, h.begin());
     std::copy(g.begin() + 288, g.end(), h.begin() + 288 + kGap);
-    tight.reduce(comm, g.data(), weight_of(w.rank(), w.size()), w.size());
-    gapped.reduce(comm, h.data(), weight_of(w.rank(), w.size()), w.size());
+    tight.reduce(comm, g.data(), weight_of(w.rank(), w.size()));
+    gapped.reduce(comm, h.data(), weight_of(w.rank(), w.size()));
     for (int64_t i = 0; i < kGap; ++i) ASSERT_EQ(h[size_t(288 + i)], 0.0f) << "step " << step << ", gap float " << i;
     EXPECT_EQ(std::memcmp(h.data(), g.data(), 288 * sizeof(float)), 0) << "step " << step;
     EXPECT_EQ(std::memcmp(h.data() + 288 + kGap, g.data() + 288, size_t(kCount - 288) * sizeof(float)), 0);
@@ -134,7 +134,7 @@ TEST(PowerSgd, ErrorFeedbackCatchesUp) {
     std::vector<float> owed_before = p.error();
     MPI_Allreduce(MPI_IN_PLACE, owed_before.data(), int(kCount), MPI_FLOAT, MPI_SUM, w.comm());
     std::vector<float> g = full_rank(w.rank());
-    p.reduce(comm, g.data(), weight_of(w.rank(), w.size()), w.size());
+    p.reduce(comm, g.data(), weight_of(w.rank(), w.size()));
     std::vector<float> owed = p.error();
     MPI_Allreduce(MPI_IN_PLACE, owed.data(), int(kCount), MPI_FLOAT, MPI_SUM, w.comm());
     // Σ M_r = G + Σ e_r(before); the new Σ e_r must equal Σ M_r − A (A is in g now).
@@ -154,4 +154,74 @@ TEST(PowerSgd, ErrorFeedbackCatchesUp) {
   }
   EXPECT_GT(first_gap, 0.3) << "rank 1 of a full-rank 8×36 matrix should miss much of it in one step";
   EXPECT_LT(last_gap, 0.1 * first_gap) << "the mean update does not catch up with the gradient";
+}
+
+// Each rank's error stays in the units of its weighted gradient b_r/B·g_r, whatever its share. With the
+// same full-rank gradient on every rank and every step (what i.i.d. mini-batches give on average), rank r
+// owes its share of what all owe, e_r = b_r/B·Σ_s e_s, which error feedback keeps bounded; after the shares
+// change (a rebalance) it owes its old share of the debt so far plus its new share of what follows. So no
+// rank owes more than twice the largest total owed, a zero-sample rank included. Taking A/ranks from every
+// rank instead made a rank with more than 1/ranks owe (b_r/B − 1/ranks)·A more each step and the others
+// less: errors that grow without bound and cancel.
+TEST(PowerSgd, ErrorStaysInTheUnitsOfItsShare) {
+  World& w = World::init(nullptr, nullptr);
+  MpiCommunicator comm(w.comm());
+  PowerSgd p(kParams, kCount, 1, 5);
+  std::vector<float> same(kCount);
+  for (int64_t i = 0; i < kCount; ++i) same[size_t(i)] = std::cos(float(i * 3) * 0.29f);
+  // The second phase reverses the shares: the rank that had none gets the most.
+  auto weight = [&](bool rebalanced) {
+    return weight_of(rebalanced ? w.size() - 1 - w.rank() : w.rank(), w.size());
+  };
+  double largest_total = 0;
+  for (int step = 1; step <= 240; ++step) {
+    const bool rebalanced = step > 120;
+    std::vector<float> g = same;
+    p.reduce(comm, g.data(), weight(rebalanced));
+    std::vector<float> total = p.error();
+    MPI_Allreduce(MPI_IN_PLACE, total.data(), int(kCount), MPI_FLOAT, MPI_SUM, w.comm());
+    double mine = 0;
+    for (int64_t i = 0; i < 288; ++i) {
+      largest_total = std::max(largest_total, std::fabs(double(total[size_t(i)])));
+      mine = std::max(mine, std::fabs(double(p.error()[size_t(i)])));
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_DOUBLE, MPI_MAX, w.comm());
+    ASSERT_LE(mine, 2.0 * largest_total + 1e-5) << "step " << step << (rebalanced ? ", after the rebalance" : "");
+  }
+  EXPECT_GT(largest_total, 0.1) << "rank 1 of a full-rank matrix should owe something";
+}
+
+// The error of the approximation falls with R, and R = the rank of the sum reproduces it to the float floor
+// in one step (P = M·Q spans M's columns for a random Q): a 16 × 64 gradient of rank 6 with singular values
+// 1, 1/2, …, 1/32, one step from the first Q.
+TEST(PowerSgd, ApproximationErrorFallsWithRank) {
+  World& w = World::init(nullptr, nullptr);
+  MpiCommunicator comm(w.comm());
+  constexpr int64_t kRows = 16, kCols = 64, kRank = 6;
+  std::vector<double> G(size_t(kRows * kCols), 0.0);
+  for (int64_t k = 0; k < kRank; ++k)
+    for (int64_t i = 0; i < kRows; ++i)
+      for (int64_t j = 0; j < kCols; ++j)  // near-orthogonal factors, scaled by 2^-k
+        G[size_t(i * kCols + j)] += std::ldexp(1.0, -int(k)) * std::sin(0.7 * double((k + 1) * (i + 1))) *
+                                    std::cos(0.3 * double((k + 2) * (j + 1)) + double(k));
+  double norm = 0;
+  for (double v : G) norm += v * v;
+  norm = std::sqrt(norm);
+  double previous = 1e30;
+  for (int r : {1, 2, 3, 4, 6}) {
+    PowerSgd p({{0, {kRows, kCols}}}, kRows * kCols, r, 11);
+    ASSERT_EQ(p.compressed_matrices(), 1) << "rank " << r;
+    const double share = weight_of(w.rank(), w.size());  // Σ_r share·G = G
+    std::vector<float> g(G.size());
+    for (size_t i = 0; i < G.size(); ++i) g[i] = float(G[i]);
+    p.reduce(comm, g.data(), share);
+    double err = 0;
+    for (size_t i = 0; i < G.size(); ++i) err += std::pow(double(g[i]) - G[i], 2);
+    err = std::sqrt(err) / norm;
+    EXPECT_LT(err, previous) << "rank " << r << " approximates worse than a lower rank";
+    previous = err;
+    if (r == kRank) {
+      EXPECT_LT(err, 1e-5) << "rank " << r << " should reproduce a rank-" << kRank << " sum";
+    }
+  }
 }

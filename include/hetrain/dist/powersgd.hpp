@@ -8,7 +8,8 @@
 //   P̂ = orthonormal columns of P (Gram–Schmidt, the same on every rank)
 //   Q = Σ_r M_rᵀ·P̂         (allreduce)
 //   A = P̂·Qᵀ              (the rank-R approximation of Σ_r M_r: the reduced gradient, same on every rank)
-//   e_r ← M_r − A/ranks    (error feedback: what the approximation missed, Σ_r e_r = Σ_r M_r − A, is sent later)
+//   e_r ← M_r − b_r/B·A    (error feedback: what the approximation missed, Σ_r e_r = Σ_r M_r − A, is sent later;
+//                           each rank keeps its share's part, so its error stays as large as its gradient)
 // Every other parameter (biases, batch-norm scales) travels whole in the first allreduce. Both sums are
 // linear in M_r, so the weights b_r/B applied before compression keep the weighted reduction the exact
 // weighted mean of what is sent. Host memory only (CPU ranks).
@@ -37,8 +38,9 @@ class PowerSgd {
   PowerSgd(const std::vector<Param>& params, int64_t count, int rank, uint64_t seed);
 
   // Collective over comm (every rank, same step): grads (host, count floats) ← the reduced gradient of
-  // this step, the same on every rank; the sums cross on `wire`. weight = b_r/B as for weighted_allreduce.
-  void reduce(Communicator& comm, float* grads, double weight, int ranks, Wire wire = Wire::FP32);
+  // this step, the same on every rank; the sums cross on `wire`. weight = b_r/B as for weighted_allreduce
+  // (the weights of all ranks sum to 1).
+  void reduce(Communicator& comm, float* grads, double weight, Wire wire = Wire::FP32);
 
   int rank() const { return rank_; }
   int64_t count() const { return count_; }            // floats of the gradient buffer, padding included
