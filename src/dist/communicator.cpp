@@ -291,6 +291,28 @@ void MpiCommunicator::progress() {
   for (size_t i = 0; i < in_flight_.size(); ++i) advance(i);
 }
 
+int64_t MpiCommunicator::finished() const {
+  size_t n = 0;
+  while (n < in_flight_.size() && finished(in_flight_[n])) ++n;
+  return int64_t(n);
+}
+
+// The later buckets advance too while this waits for the first ones.
+void MpiCommunicator::wait_first(int64_t count) {
+  HT_CHECK(count >= 0 && size_t(count) <= in_flight_.size(), "internal: waiting for ", count, " of ",
+           in_flight_.size(), " started buckets");
+  for (;;) {
+    bool first = true;
+    for (size_t i = 0; i < in_flight_.size(); ++i) {
+      const bool done = advance(i);
+      if (i < size_t(count)) first = first && done;
+    }
+    if (first) return;
+    if (polite_wait_) nap();
+    idle();
+  }
+}
+
 void MpiCommunicator::wait_all() {
   for (;;) {
     bool all = true;

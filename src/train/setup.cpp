@@ -763,6 +763,13 @@ Setup make_setup(const TrainConfig& cfg, dist::World& world) {
     for (const nn::ParamSpec& p : params.specs()) begins.push_back(p.offset);
     s.buckets = std::make_unique<dist::BucketedReduction>(
         *s.comm, dist::plan_buckets(begins, params.count(), dist::bucket_floats(cfg.bucket_mb)), s.wire);
+    // PowerSGD's steps send each bucket's factors during backward too, its Q's on a communicator of their own.
+    if (s.powersgd && s.comm->overlaps()) {
+      s.powersgd->use_buckets(s.buckets->buckets());
+      s.powersgd_q_comm = dist::make_gradient_communicator(world.comm(), s.device_kind,
+                                                           dist::node_oversubscribed(world.local_size()), hierarchy,
+                                                           world.node_comm());
+    }
   }
   apply_memory_caps(cfg, world, s);
   // Hybrid and async connect their groups' batches (train/elastic_group.cpp).

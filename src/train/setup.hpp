@@ -39,6 +39,8 @@ struct Setup {
   std::unique_ptr<dist::Communicator> comm;
   dist::Wire wire = dist::Wire::FP32;  // --reduce-precision: what the gradients cross between ranks as
   std::unique_ptr<dist::PowerSgd> powersgd;  // --compress powersgd:R (from step --compress-start)
+  // With buckets: the communicator of PowerSGD's Q's, beside comm's P's, so both overlap backward (dist/powersgd.hpp)
+  std::unique_ptr<dist::Communicator> powersgd_q_comm;
   std::unique_ptr<dist::BucketedReduction> buckets;  // sync with --bucket-mb > 0: reduced during backward (uses comm)
   std::unique_ptr<dist::Balancer> balancer;  // null with a fixed split
   dist::BalanceConfig balance_config;        // what the balancer was built from (caps are merged later)

@@ -67,13 +67,18 @@ class SyncMode final : public TrainingMode {
     // A rank waiting in the gradient reduction tells the stall watch it is alive, so one that stopped
     // there is named (dist/arrival.hpp).
     s_.comm->set_idle_hook([this] { s_.arrival->keep_alive(); });
+    if (s_.powersgd_q_comm) s_.powersgd_q_comm->set_idle_hook([this] { s_.arrival->keep_alive(); });
   }
 
   void announce() override { report_.announce(checkpointer_); }
 
   void begin() override {
     // Started buckets advance between layers: MPI moves a reduction only inside MPI calls.
-    if (s_.buckets && s_.comm->overlaps()) progress_.emplace([this] { s_.buckets->progress(); });
+    if (s_.buckets && s_.comm->overlaps())
+      progress_.emplace([this] {
+        if (compressing_) s_.powersgd->progress();
+        else s_.buckets->progress();
+      });
     planner_.fill();
   }
 
@@ -243,6 +248,11 @@ class SyncMode final : public TrainingMode {
       const StepInput in = k == 0 ? std::move(first) : take_batch(b, inner_wait);
       set_batch_norm_step(s_, b, base / double(m.size) / scale.rank_scale);
       if (last && bucketed(plan.global_step)) s_.buckets->begin(s_.model->params().grads().data(), reduction_weight(plan, scale));
+      if (last && overlapped_compression(plan.global_step)) {
+        s_.powersgd->begin(*s_.comm, *s_.powersgd_q_comm, s_.model->params().grads().data(), reduction_weight(plan, scale),
+                           s_.wire);
+        compressing_ = true;
+      }
       const float loss_scale = count == 1 || b == 0 ? scale.loss_scale : float(scale.loss_scale * (double(b) / base));
       // On a GPU, while this micro-batch computes there, the next one (requested long ago) is taken from the
       // reader and uploaded into the other slot; the wait for it counts as data wait, not compute.
@@ -260,6 +270,7 @@ class SyncMode final : public TrainingMode {
     // Every rank starts every bucket before the agreement, also a rank with b_r = 0 (it ran no backward).
     auto exposed_start = Clock::now();
     if (bucketed(plan.global_step)) s_.buckets->start_rest();
+    if (overlapped_compression(plan.global_step)) s_.powersgd->start_rest();
     mine.exposed = seconds_since(exposed_start);
     // The balancer counts the steps of this process: a resumed run calibrates again (its ranks, their
     // devices and their load may have changed). Set-up steps are no sample of the rank's speed. It fits the
@@ -294,9 +305,12 @@ class SyncMode final : public TrainingMode {
   Totals reduce(const LocalOutcome& local, int64_t step, int64_t samples, double weight, StepTimes& mine) {
     nn::ParamBuffer& params = s_.model->params();
     auto comm_start = Clock::now();
-    if (compressed(step))
+    if (overlapped_compression(step)) {
+      s_.powersgd->finish();
+      compressing_ = false;
+    } else if (compressed(step)) {
       s_.powersgd->reduce(*s_.comm, params.grads().data(), weight, s_.wire);
-    else if (s_.buckets)
+    } else if (s_.buckets)
       s_.buckets->finish();
     else
       s_.comm->weighted_allreduce(params.grads().data(), params.count(), weight, s_.wire);
@@ -343,13 +357,16 @@ class SyncMode final : public TrainingMode {
     return rec;
   }
 
-  // --compress from --compress-start on: PowerSGD after backward, in place of the buckets.
+  // --compress from --compress-start on: PowerSGD in place of the exact buckets, in buckets of its own
+  // during backward when there are buckets (its Q's on a communicator of their own), else after it.
   bool compressed(int64_t step) const { return s_.powersgd && step >= cfg_.compress_start; }
   bool bucketed(int64_t step) const { return s_.buckets && !compressed(step); }
+  bool overlapped_compression(int64_t step) const { return s_.powersgd_q_comm && compressed(step); }
 
   nn::GradsFinal grads_final_hook(int64_t step) {
-    if (!bucketed(step)) return {};
-    return [this](int64_t first_final) { s_.buckets->grads_final(first_final); };
+    if (bucketed(step)) return [this](int64_t first_final) { s_.buckets->grads_final(first_final); };
+    if (overlapped_compression(step)) return [this](int64_t first_final) { s_.powersgd->grads_final(first_final); };
+    return {};
   }
 
   // Batch-norm running statistics differ per rank (each saw its own samples): one set for evaluation and
@@ -404,6 +421,7 @@ class SyncMode final : public TrainingMode {
   bool stopped_ = false;  // a stop signal or --stop-at-step ended the steps
   TimedSteps timed_;
   std::optional<BetweenLayersHook> progress_;  // while training
+  bool compressing_ = false;  // between a PowerSGD step's begin and finish: progress moves its buckets
 };
 
 }  // namespace

@@ -225,3 +225,44 @@ TEST(PowerSgd, ApproximationErrorFallsWithRank) {
     }
   }
 }
+
+// Overlapped with backward: P's on one communicator as each bucket's gradients become final, Q's on
+// another as its P's come back. Over steps (warm start and error feedback carried on), the result and the
+// state are reduce()'s bits on two ranks and within float rounding on more (MPI may sum smaller messages
+// in another order), and the same on every rank.
+TEST(PowerSgd, BucketsOverlappedAsOneReduction) {
+  World& w = World::init(nullptr, nullptr);
+  MpiCommunicator comm(w.comm()), first(w.comm()), second(w.comm());
+  const std::vector<PowerSgd::Param> params = {{0, {8, 4, 3, 3}}, {288, {8}}, {296, {8, 36}}, {584, {5}}};
+  constexpr int64_t kFloats = 589;
+  PowerSgd whole(params, kFloats, 2, 9), bucketed(params, kFloats, 2, 9);
+  const std::vector<Bucket> buckets = plan_buckets({0, 288, 296, 584}, kFloats, 1);  // one per parameter
+  ASSERT_EQ(buckets.size(), 4u);
+  bucketed.use_buckets(buckets);
+  EXPECT_EQ(bucketed.buckets(), 4);
+  EXPECT_EQ(bucketed.floats_sent(), whole.floats_sent());
+  for (int step = 0; step < 5; ++step) {
+    std::vector<float> g(kFloats);
+    for (int64_t i = 0; i < kFloats; ++i) g[size_t(i)] = std::sin(float(i * (w.rank() + 2) + step) * 0.41f);
+    std::vector<float> h = g;
+    const double weight = weight_of(w.rank(), w.size());
+    whole.reduce(comm, g.data(), weight);
+    bucketed.begin(first, second, h.data(), weight);
+    for (const Bucket& b : buckets) {  // backward finishes them in plan order
+      bucketed.grads_final(b.begin);
+      bucketed.progress();
+    }
+    bucketed.start_rest();
+    bucketed.finish();
+    EXPECT_TRUE(same_on_every_rank(w.comm(), h)) << "step " << step;
+    if (w.size() <= 2) {
+      EXPECT_EQ(std::memcmp(h.data(), g.data(), g.size() * sizeof(float)), 0) << "step " << step;
+      EXPECT_EQ(bucketed.q(), whole.q()) << "step " << step;
+      EXPECT_EQ(bucketed.error(), whole.error()) << "step " << step;
+    } else {
+      double worst = 0;
+      for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, double(std::fabs(h[i] - g[i])));
+      EXPECT_LT(worst, 1e-4) << "step " << step;
+    }
+  }
+}

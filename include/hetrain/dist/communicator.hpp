@@ -50,6 +50,14 @@ class Communicator {
   virtual void start_weighted_allreduce(float* grads, int64_t n, double weight, Wire wire = Wire::FP32);
   virtual void progress() {}
   virtual void wait_all();
+  // How many of the buckets started since the last wait_all() are done, counted from the first (a later
+  // one may be done before an earlier one is not counted); and a wait until the first `count` are. For a
+  // pipeline that starts more work on what came back (PowerSGD's Q's after its P's). This default knows
+  // of none done before wait_all(), and waits for all of them.
+  virtual int64_t finished() const { return 0; }
+  virtual void wait_first(int64_t count) {
+    if (count > 0) wait_all();
+  }
   // True when start_weighted_allreduce really starts communication (it overlaps with what follows).
   virtual bool overlaps() const { return false; }
   // Called between tests while this rank waits for the others in an MPI reduction (the stall watch's
@@ -110,6 +118,8 @@ class MpiCommunicator : public Communicator {
   void start_weighted_allreduce(float* grads, int64_t n, double weight, Wire wire = Wire::FP32) override;
   void progress() override;
   void wait_all() override;
+  int64_t finished() const override;
+  void wait_first(int64_t count) override;
   bool overlaps() const override { return true; }
   bool hierarchical() const { return stages_.size() > 1; }
   int nodes() const { return nodes_; }
@@ -143,6 +153,7 @@ class MpiCommunicator : public Communicator {
   void start_16bit_stage(InFlight& f, const Stage& stage);
   void end_stage(InFlight& f, const Stage& stage);
   bool advance(size_t index);  // true when that bucket has finished every stage
+  static bool finished(const InFlight& f) { return f.begun == f.stages->size() && f.requests.empty() && !f.ending; }
   std::vector<Stage> stages_;    // FP32
   std::vector<Stage> stages16_;  // the same with the allreduce as Exchange16 + Gather16
   std::vector<MPI_Comm> owned_;  // the duplicates and splits this object frees
