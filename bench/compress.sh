@@ -81,14 +81,15 @@ for rate in $RATES; do
   done
 done
 echo "   exchange: fp32 = the whole gradient in buckets of 25 MiB started during backward (the default); bf16 ="
-echo "   the same buckets with 16 bits on the wire; powersgd:4 = rank-4 factors with error feedback after backward;"
+echo "   the same buckets with 16 bits on the wire; powersgd:4 = rank-4 factors with error feedback, in the same"
+echo "   buckets during backward (each bucket's P's as its gradients are final, its Q's as its P's come back);"
 echo "   ,hier = through the node leaders (--hierarchical on): a reduce inside the node, the exchange between the"
 echo "   2 leaders, a broadcast. Flat, FP32's ring crosses the node boundary on 2 of its 4 edges while the 16-bit"
 echo "   all-to-all reaches both ranks of the other node, so bf16 moves 2/3 of FP32's bytes there; between the"
 echo "   leaders (one rank per node, as on most clusters) both exchanges are the ring's bytes and bf16 moves half."
 echo "   Steps 2..$STEPS: step s = mean step time; compute s = the slowest rank's forward + backward; exposed s ="
 echo "   the exchange time not hidden behind backward (PowerSGD's products included) and its share of the step"
-echo "   (goal at 1 Gbit/s, resnet18, powersgd:4: <= 10%); MB/step = bytes through each node's link (both"
+echo "   (goal at 1 Gbit/s, resnet18 and resnet50, powersgd:4: <= 10%); MB/step = bytes through each node's link (both"
 echo "   directions, from the link's counters; launch and set-up included) / steps. Four ranks share this"
 echo "   machine's cores, so a step computes slower than on real nodes."
 fi
