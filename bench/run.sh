@@ -4,14 +4,14 @@
 # the machine may be shared. See bench/README.md.
 #
 #   bench/run.sh [train] [reader] [hetero] [checkpoint] [modes] [overlap] [stragglers] [detect] [detect_hetero]
-#                [balance_sim] [bn_modes] [detect_recipe] [jpeg] [compress] [peak]   default: all fifteen
+#                [balance_sim] [bn_modes] [detect_recipe] [jpeg] [compress] [peak] [powersgd]   default: all sixteen
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
 BIN=build/bin
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 CORES=$(getconf _NPROCESSORS_ONLN)
-SECTIONS=${*:-train reader hetero checkpoint modes overlap stragglers detect detect_hetero balance_sim bn_modes detect_recipe jpeg compress peak}
+SECTIONS=${*:-train reader hetero checkpoint modes overlap stragglers detect detect_hetero balance_sim bn_modes detect_recipe jpeg compress peak powersgd}
 TMP=$(mktemp -d /tmp/hetrain-bench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -277,7 +277,9 @@ for s in $SECTIONS; do
     jpeg) echo; bench/jpeg_data.sh ;;
     compress) echo; echo "== 14. compressed gradient exchange on slow links (bench/compress.sh)"; bench/compress.sh ;;
     peak) peak ;;
-    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint, modes, overlap, stragglers, detect, detect_hetero, balance_sim, bn_modes, detect_recipe, jpeg, compress, peak)" >&2; exit 2 ;;
+    powersgd) echo; echo "== 16. PowerSGD's training against the exact reduction and PyTorch's hook (bench/powersgd_training.sh)"
+              bench/powersgd_training.sh ;;
+    *) echo "bench/run.sh: unknown section '$s' (train, reader, hetero, checkpoint, modes, overlap, stragglers, detect, detect_hetero, balance_sim, bn_modes, detect_recipe, jpeg, compress, peak, powersgd)" >&2; exit 2 ;;
   esac
 done
 exit 0

@@ -19,7 +19,7 @@ namespace hetrain {
 struct NamedPath {
   std::string option;  // "--metrics", "-o", "--data": what the message calls the path
   std::string path;
-  std::string shown;   // how an output is named in a message; empty: option + " " + path
+  std::string shown{};  // how an output is named in a message; empty: option + " " + path
   std::string name() const { return shown.empty() ? option + " " + path : shown; }
 };
 
