@@ -8,13 +8,12 @@
 
 #include "common.cuh"
 #include "cuda/check.cuh"
+#include "cuda/launch.cuh"
 #include "hetrain/cuda.hpp"
 #include "ops/batchnorm/batchnorm.hpp"
 
 namespace hetrain::cuda {
 namespace {
-constexpr int kBlock = 256;
-
 // One block per channel; its threads stride over the channel's N·HW values and sum in double, as the CPU
 // twin does (a float sum over a large batch rounds the variance away).
 __global__ void stat_sums_kernel(double* sums, const float* x, const float* shift, int N, int C, int HW) {
@@ -54,7 +53,7 @@ __global__ void grad_sums_kernel(double* sums, const float* dy, const float* x, 
 __global__ void backward_given_kernel(float* dx, const float* dy, const float* x, const float* gamma,
                                       const float* mean, const float* invstd, const float* mean_dy,
                                       const float* mean_dy_xhat, int C, int HW, int64_t total) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+  HT_GRID_STRIDE(i, total) {
     const int c = int((i / HW) % C);
     const float xhat = (x[i] - mean[c]) * invstd[c];
     const float k = (gamma ? gamma[c] : 1.0f) * invstd[c];
@@ -129,8 +128,7 @@ void backward_given_cuda(float* dx, const float* dy, const float* x, const float
   cuda::check_sizes(N, C, HW, "batchnorm_backward_given");
   const int64_t total = int64_t(N) * C * HW;
   if (total == 0) return;
-  const int64_t blocks = HT_CEIL_DIV(total, int64_t(cuda::kBlock));
-  cuda::backward_given_kernel<<<int(blocks < 65536 ? blocks : 65536), cuda::kBlock>>>(
+  cuda::backward_given_kernel<<<cuda::grid_for(total), cuda::kBlock>>>(
       dx, dy, x, gamma, mean, invstd, mean_dy, mean_dy_xhat, C, HW, total);
   HT_CUDA_CHECK_LAUNCH("batchnorm_backward_given");
 }

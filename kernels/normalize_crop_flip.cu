@@ -6,17 +6,16 @@
 #include <cstdint>
 
 #include "cuda/check.cuh"
+#include "cuda/launch.cuh"
 #include "hetrain/cuda.hpp"
 #include "ops/normalize_crop_flip/normalize_crop_flip.hpp"
 
 namespace hetrain::cuda {
 namespace {
-constexpr int kBlock = 256;
-
 // One thread per output element [n, c, y, x].
 __global__ void normalize_crop_flip_kernel(float* out, const uint8_t* in, const int32_t* crop_flip, ImageGeom g) {
   const int64_t total = int64_t(g.N) * g.C * g.out_h * g.out_w;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+  HT_GRID_STRIDE(i, total) {
     int64_t r = i;
     const int x = int(r % g.out_w); r /= g.out_w;
     const int y = int(r % g.out_h); r /= g.out_h;
@@ -52,9 +51,7 @@ void normalize_crop_flip(float* out, const uint8_t* in, const int32_t* crop_flip
   if (g.N == 0) return;
   HT_CHECK(out && in, "normalize_crop_flip: null pointer");
   const int64_t total = int64_t(g.N) * g.C * g.out_h * g.out_w;
-  int64_t g64 = HT_CEIL_DIV(total, int64_t(kBlock));
-  const int grid = int(g64 < 65536 ? g64 : 65536);
-  normalize_crop_flip_kernel<<<grid, kBlock, 0, stream>>>(out, in, crop_flip, g);
+  normalize_crop_flip_kernel<<<grid_for(total), kBlock, 0, stream>>>(out, in, crop_flip, g);
   HT_CUDA_CHECK_LAUNCH("normalize_crop_flip");
 }
 

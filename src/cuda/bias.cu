@@ -4,13 +4,12 @@
 
 #include "cuda/bias_kernels.hpp"
 #include "cuda/check.cuh"
+#include "cuda/launch.cuh"
 
 namespace hetrain::cuda::detail {
 namespace {
-constexpr int kBlock = 256;
-
 __global__ void bias_broadcast_kernel(float* out, const float* bias, int64_t total, int O) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+  HT_GRID_STRIDE(i, total)
     out[i] = bias[i % O];
 }
 
@@ -28,8 +27,7 @@ __global__ void bias_grad_kernel(float* dbias, const float* dout, int N, int O) 
 void bias_broadcast(float* out, const float* bias, int N, int O, CudaStream stream) {
   const int64_t total = int64_t(N) * O;
   if (total == 0) return;
-  const int64_t blocks = HT_CEIL_DIV(total, int64_t(kBlock));
-  bias_broadcast_kernel<<<int(blocks < 8192 ? blocks : 8192), kBlock, 0, stream>>>(out, bias, total, O);
+  bias_broadcast_kernel<<<grid_for(total), kBlock, 0, stream>>>(out, bias, total, O);
   HT_CUDA_CHECK_LAUNCH("bias_broadcast");
 }
 

@@ -10,18 +10,11 @@
 #include <cstdint>
 
 #include "cuda/check.cuh"
+#include "cuda/launch.cuh"
 #include "hetrain/cuda.hpp"
 
 namespace hetrain::cuda {
 namespace {
-constexpr int kBlock = 256;
-constexpr int64_t kMaxGrid = 8192;  // grid-stride loops cover the rest
-
-int grid_for(int64_t n) {
-  int64_t g = HT_CEIL_DIV(n, int64_t(kBlock));
-  return int(g < kMaxGrid ? g : kMaxGrid);
-}
-
 struct Bf16 {
   using T = __nv_bfloat16;
   __device__ static T narrow(float x) { return __float2bfloat16_rn(x); }
