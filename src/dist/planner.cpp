@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <sstream>
 #include <utility>
 
@@ -195,20 +196,13 @@ namespace {
 // λ of the way from `from` to `to` (both Σ = B within caps), rounded by largest remainder: Σ stays B and
 // every share stays between the two, so within the caps.
 std::vector<int64_t> part_way(const std::vector<int64_t>& from, const std::vector<int64_t>& to, double lambda) {
-  const size_t n = from.size();
-  std::vector<int64_t> b(n);
-  std::vector<std::pair<double, size_t>> rest;
-  int64_t missing = 0;
-  for (size_t r = 0; r < n; ++r) {
-    const double x = double(from[r]) + lambda * double(to[r] - from[r]);
-    b[r] = int64_t(std::floor(x));
-    missing += from[r] - b[r];  // Σ from = B
-    rest.push_back({x - std::floor(x), r});
+  std::vector<double> exact(from.size());
+  std::vector<int64_t> upper(from.size());
+  for (size_t r = 0; r < from.size(); ++r) {
+    exact[r] = double(from[r]) + lambda * double(to[r] - from[r]);
+    upper[r] = std::max(from[r], to[r]);
   }
-  std::stable_sort(rest.begin(), rest.end(), [](const auto& a, const auto& c) { return a.first > c.first; });
-  for (size_t i = 0; i < n && missing > 0; ++i)
-    if (b[rest[i].second] < std::max(from[rest[i].second], to[rest[i].second])) ++b[rest[i].second], --missing;
-  return b;
+  return round_largest_remainder(exact, std::accumulate(from.begin(), from.end(), int64_t(0)), upper);
 }
 }  // namespace
 

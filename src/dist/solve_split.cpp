@@ -80,20 +80,10 @@ std::vector<int64_t> solve_split(const std::vector<CostModel>& models, const std
   }
 
   // Largest remainder rounding of the fills at level hi (Σ ≥ B).
-  std::vector<int64_t> b(n);
-  std::vector<double> frac(n);
-  int64_t sum = 0;
-  for (size_t r = 0; r < n; ++r) {
-    double x = fill(models[r], cap[r], hi);
-    b[r] = std::min(cap[r], int64_t(std::floor(x)));
-    frac[r] = x - std::floor(x);
-    sum += b[r];
-  }
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t c) { return frac[a] > frac[c]; });
-  for (size_t i = 0; i < n && sum < B; ++i)
-    if (frac[order[i]] > 0 && b[order[i]] < cap[order[i]]) ++b[order[i]], ++sum;
+  std::vector<double> fills(n);
+  for (size_t r = 0; r < n; ++r) fills[r] = fill(models[r], cap[r], hi);
+  std::vector<int64_t> b = round_largest_remainder(fills, B, cap);
+  int64_t sum = std::accumulate(b.begin(), b.end(), int64_t(0));
   // Whatever rounding left over (flat models can overshoot): add where cheapest, remove where slowest.
   while (sum < B) {
     int q = cheapest_next(models, b, cap, -1);
@@ -112,6 +102,30 @@ std::vector<int64_t> solve_split(const std::vector<CostModel>& models, const std
     int q = cheapest_next(models, b, cap, r);
     if (q < 0 || !(models[q].predict(b[q] + 1) < models[r].predict(b[r]))) break;
     --b[r], ++b[q];
+  }
+  return b;
+}
+
+std::vector<int64_t> round_largest_remainder(const std::vector<double>& exact, int64_t total,
+                                             const std::vector<int64_t>& caps) {
+  const size_t n = exact.size();
+  HT_CHECK(caps.empty() || caps.size() == n, "round_largest_remainder: ", caps.size(), " caps for ", n, " shares");
+  auto cap = [&](size_t r) { return caps.empty() ? INT64_MAX : caps[r]; };
+  std::vector<int64_t> b(n);
+  std::vector<size_t> order(n);
+  int64_t sum = 0;
+  for (size_t r = 0; r < n; ++r) {
+    HT_CHECK(std::isfinite(exact[r]) && exact[r] >= 0, "round_largest_remainder: share ", r, " is ", exact[r]);
+    b[r] = std::min(cap(r), int64_t(std::floor(exact[r])));
+    sum += b[r];
+    order[r] = r;
+  }
+  auto frac = [&](size_t r) { return exact[r] - std::floor(exact[r]); };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t c) { return frac(a) > frac(c); });
+  for (bool room = true; sum < total && room;) {
+    room = false;
+    for (size_t i = 0; i < n && sum < total; ++i)
+      if (b[order[i]] < cap(order[i])) ++b[order[i]], ++sum, room = true;
   }
   return b;
 }

@@ -4,22 +4,15 @@
 #include <cmath>
 #include <utility>
 
+#include "hetrain/dist/balance.hpp"
+
 namespace hetrain::train {
 
 std::vector<int64_t> scale_split(const std::vector<int64_t>& split, int64_t full_batch, int64_t batch) {
   if (batch == full_batch) return split;
-  std::vector<int64_t> out(split.size());
-  std::vector<std::pair<double, size_t>> rest;
-  int64_t given = 0;
-  for (size_t r = 0; r < split.size(); ++r) {
-    double exact = double(split[r]) * batch / full_batch;
-    out[r] = static_cast<int64_t>(std::floor(exact));
-    given += out[r];
-    rest.push_back({-(exact - out[r]), r});
-  }
-  std::sort(rest.begin(), rest.end());
-  for (size_t i = 0; given < batch; ++i, ++given) out[rest[i % rest.size()].second] += 1;
-  return out;
+  std::vector<double> exact(split.size());
+  for (size_t r = 0; r < split.size(); ++r) exact[r] = double(split[r]) * double(batch) / double(full_batch);
+  return dist::round_largest_remainder(exact, batch);
 }
 
 std::vector<int64_t> scale_split_in_groups(const std::vector<int64_t>& split, int64_t full_batch, int64_t batch,

@@ -162,3 +162,52 @@ TEST(SolveSplit, MinimumShareForBatchNorm) {
     EXPECT_EQ(sum, B);
   }
 }
+
+// ---------------------------------------------------------------- the one rounding rule
+TEST(RoundLargestRemainder, ExamplesOfTheRule) {
+  EXPECT_EQ(round_largest_remainder({1.5, 1.5, 1.0}, 4), (std::vector<int64_t>{2, 1, 1}));  // tie: lower rank
+  EXPECT_EQ(round_largest_remainder({0.3, 2.9, 0.8}, 4), (std::vector<int64_t>{0, 3, 1}));
+  EXPECT_EQ(round_largest_remainder({0.2, 0.2}, 3), (std::vector<int64_t>{2, 1}));         // round after round
+  EXPECT_EQ(round_largest_remainder({3.0, 3.0}, 8, {4, 3}), (std::vector<int64_t>{4, 3}));  // caps hold less
+  EXPECT_EQ(round_largest_remainder({2.7, 1.3}, 4, {2, 5}), (std::vector<int64_t>{2, 2}));  // capped floor
+  EXPECT_EQ(round_largest_remainder({}, 0), (std::vector<int64_t>{}));
+  EXPECT_THROW(round_largest_remainder({1.0, 2.0}, 3, {1}), Error);
+  EXPECT_THROW(round_largest_remainder({-1.0, 2.0}, 1), Error);
+}
+
+// Random shares whose exact values sum to the total: the sum is kept, each share is within 1 of its exact
+// value and never past its cap, and a share rounded up never has a smaller fractional part than one rounded
+// down (equal parts: the lower rank is the one rounded up).
+TEST(RoundLargestRemainder, PropertiesOverRandomShares) {
+  std::mt19937_64 rng(17);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const size_t n = 1 + rng() % 9;
+    const int64_t total = int64_t(rng() % 300);
+    std::vector<double> weight(n), exact(n);
+    for (double& w : weight) w = double(rng() % 7);  // zeros and ties on purpose
+    const double sum = std::accumulate(weight.begin(), weight.end(), 0.0);
+    for (size_t r = 0; r < n; ++r) exact[r] = sum > 0 ? weight[r] * double(total) / sum : 0.0;
+    if (sum == 0) exact[0] = double(total);
+    std::vector<int64_t> caps(n);
+    for (size_t r = 0; r < n; ++r) caps[r] = int64_t(std::ceil(exact[r])) + int64_t(rng() % 3);
+    for (bool capped : {false, true}) {
+      const std::vector<int64_t> b = round_largest_remainder(exact, total, capped ? caps : std::vector<int64_t>{});
+      ASSERT_EQ(std::accumulate(b.begin(), b.end(), int64_t(0)), total) << "trial " << trial;
+      for (size_t r = 0; r < n; ++r) {
+        ASSERT_LT(std::fabs(double(b[r]) - exact[r]), 1.0) << "trial " << trial << " rank " << r;
+        if (capped) {
+          ASSERT_LE(b[r], caps[r]);
+        }
+      }
+      auto frac = [&](size_t r) { return exact[r] - std::floor(exact[r]); };
+      for (size_t up = 0; up < n; ++up)
+        for (size_t down = 0; down < n; ++down) {
+          if (!(double(b[up]) > exact[up]) || !(double(b[down]) < exact[down])) continue;
+          ASSERT_GE(frac(up), frac(down)) << "trial " << trial;
+          if (frac(up) == frac(down)) {
+            ASSERT_LT(up, down) << "trial " << trial << ": a tie goes to the lower rank";
+          }
+        }
+    }
+  }
+}

@@ -140,6 +140,14 @@ std::vector<int64_t> respect_min_share(std::vector<int64_t> split, int64_t min_s
 // max_r models[r].predict(split[r]).
 double predicted_step_seconds(const std::vector<CostModel>& models, const std::vector<int64_t>& split);
 
+// The one rounding rule of every split (the solver's fills, the planner's part-way splits, a short step's
+// scaled split): each share is floor(exact[r]) (at most caps[r]), and the samples still missing to `total`
+// go one each to the ranks with the largest fractional parts, ties to the lower rank, none past its cap,
+// round after round while some rank has room. So Σ = total unless the caps hold less, every share is
+// within 1 of its exact value when Σ exact = total, and the same on every rank. caps empty = no caps.
+std::vector<int64_t> round_largest_remainder(const std::vector<double>& exact, int64_t total,
+                                             const std::vector<int64_t>& caps = {});
+
 // B/n per rank with the remainder to the first ranks (cap-aware: if caps bind, the nearest even split).
 std::vector<int64_t> uniform_split(int n, int64_t B, const std::vector<int64_t>& caps);
 
