@@ -185,9 +185,12 @@ std::string SyncReport::buckets_text() const {
     const dist::PowerSgd& p = *s_.powersgd;
     char buf[320];
     std::snprintf(buf, sizeof buf,
-                  "PowerSGD rank %d after backward%s: %lld weight matrices (%.1f%% of the parameters) as factors, "
+                  "PowerSGD rank %d %s%s: %lld weight matrices (%.1f%% of the parameters) as factors, "
                   "%lld floats a step instead of %lld (1/%.0f)%s",
-                  p.rank(), cfg_.compress_start > 0 ? (" from step " + std::to_string(cfg_.compress_start)).c_str() : "",
+                  p.rank(),
+                  s_.powersgd_q_comm ? ("in " + std::to_string(p.buckets()) + " bucket(s) during backward").c_str()
+                                     : "after backward",
+                  cfg_.compress_start > 0 ? (" from step " + std::to_string(cfg_.compress_start)).c_str() : "",
                   (long long)p.compressed_matrices(), 100.0 * double(p.compressed_floats()) / double(p.parameters()),
                   (long long)p.floats_sent(), (long long)p.parameters(),
                   double(p.parameters()) / double(p.floats_sent()),

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # PowerSGD (--compress powersgd:R; docs/architecture.md, "PowerSGD"):
-#  1. 4 ranks, split 5,0,17,10, --debug-consistency: the replicas stay identical after every compressed step.
+#  1. 4 ranks, split 5,0,17,10, --debug-consistency: the replicas stay identical after every compressed step,
+#     also in small buckets overlapped with backward and with 16 bits on the wire.
 #  2. --compress-start K: the K steps before are whole reductions, bit-identical to a run without --compress;
 #     after them the parameters leave that run (the compression is real) but stay near it.
 #  3. Exact resume: stopped after a compressed step and resumed on the same 4 ranks, bit-identical to the
 #     uninterrupted run (the checkpoint carries Q and each rank's error feedback); resumed on 2 ranks, the
 #     rows' sum goes to one rank and the result matches within FP32 reassociation.
-#  4. The start-up line says what is sent; bad values, GPU-free limits and other modes are refused in one line.
+#  4. The start-up line says what is sent and when (in buckets during backward, or after it); bad values, GPU-free limits and other modes are refused in one line.
 source "$(dirname "$0")/lib.sh"
 ARGS=(--model lenet --synthetic 640 --synthetic-shape 1,28,28 --global-batch 32 --epochs 1 --lr 0.05
       --momentum 0.9 --weight-decay 5e-4 --device cpu --quiet)
@@ -22,7 +23,11 @@ run_mpi 4 "${ARGS[@]}" "${FOUR[@]}" --compress powersgd:2 --compress-start 6 --d
   || fail "PowerSGD run failed (replicas not identical?)"
 cmp -s "$TMP/whole.bin" "$TMP/full.bin" && fail "PowerSGD gave the whole reduction's exact parameters: nothing was compressed"
 float_compare "$TMP/whole.bin" "$TMP/full.bin" 0.2 || fail "PowerSGD strays far from the whole reduction"
-echo "1-2. replicas identical every step; warm-up bit-identical to whole reductions; compressed after it"
+# One bucket per few parameters, overlapped with backward, and 16 bits on the wire: still one replica.
+run_mpi 4 "${ARGS[@]}" "${FOUR[@]}" --compress powersgd:2 --compress-start 6 --bucket-mb 0.01 --reduce-precision bf16 \
+  --dump-params "$TMP/bf16.bin" || fail "PowerSGD in small buckets with --reduce-precision bf16 failed (replicas not identical?)"
+float_compare "$TMP/whole.bin" "$TMP/bf16.bin" 0.2 || fail "PowerSGD in buckets on a bf16 wire strays far from the whole reduction"
+echo "1-2. replicas identical every step (also in small buckets on a bf16 wire); warm-up bit-identical to whole reductions; compressed after it"
 
 # 3. resume
 run_mpi 4 "${ARGS[@]}" "${FOUR[@]}" --compress powersgd:2 --compress-start 6 --checkpoint-dir "$TMP/a" --stop-at-step 11 \
@@ -60,8 +65,11 @@ echo "3. resume: 4 ranks bit-identical, 2 ranks within 1e-4; without the owed er
 
 # 4. messages
 out=$(run_mpi 2 "${ARGS[@]/--quiet/--log-every=100}" --max-steps 2 --compress powersgd:4 2>&1) || fail "verbose run failed: $out"
-grep -q "^gradients: mpi reduction, PowerSGD rank 4 after backward: [0-9]* weight matrices ([0-9.]*% of the parameters) as factors, [0-9]* floats a step instead of 61706" <<<"$out" \
+grep -q "^gradients: mpi reduction, PowerSGD rank 4 in [0-9]* bucket(s) during backward: [0-9]* weight matrices ([0-9.]*% of the parameters) as factors, [0-9]* floats a step instead of 61706" <<<"$out" \
   || fail "the start-up line does not describe PowerSGD: $(grep gradients <<<"$out")"
+out=$(run_mpi 2 "${ARGS[@]/--quiet/--log-every=100}" --max-steps 2 --compress powersgd:4 --bucket-mb 0 2>&1) || fail "--bucket-mb 0 run failed: $out"
+grep -q "^gradients: mpi reduction, PowerSGD rank 4 after backward: " <<<"$out" \
+  || fail "with --bucket-mb 0 the start-up line does not say PowerSGD runs after backward: $(grep gradients <<<"$out")"
 for bad in powersgd:0 topk:4; do
   out=$(run_mpi 2 "${ARGS[@]}" --max-steps 2 --compress $bad 2>&1) && fail "--compress $bad was accepted"
   grep -q "^hetrain: error: --compress must be none or powersgd:R" <<<"$out" || fail "--compress $bad: no one-line error: $out"
