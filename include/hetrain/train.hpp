@@ -1,8 +1,10 @@
-// hetrain/train.hpp — the synchronous training loop and its configuration.
+// hetrain/train.hpp — the entry points of `hetrain train` (every mode: --mode sync, async, hybrid) and
+// `hetrain eval`, and their configuration.
 //
-// The loop is the data flow of docs/architecture.md: EpochPlan slice → prefetch → forward/backward on the local
-// b_r samples → gradients scaled by b_r/B and sum-allreduced → identical SGD step on every rank →
-// balancer records compute time and, at agreed steps, re-fits the split.
+// Sync mode's step is the data flow of docs/architecture.md: EpochPlan slice → prefetch → forward/backward on
+// the local b_r samples → gradients scaled by b_r/B and sum-allreduced → identical SGD step on every rank →
+// balancer records compute time and, at agreed steps, re-fits the split. The asynchronous modes are in
+// docs/architecture.md, "Training modes".
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // COCO-format object detection: an instances JSON file (images, annotations, categories) and a folder of
-// JPEG/PNG images (docs/detection.md, "Packing COCO-format data"). The JSON is parsed once, into the list
+// JPEG/PNG images (docs/detection.md, "COCO-format data: `hetrain-pack coco`"). The JSON is parsed once, into the list
 // of images (ordered by id, so every rank sees the same order) and their boxes in pixels; the images are
 // decoded and letterboxed when a sample is asked for.
 #include <nlohmann/json.hpp>

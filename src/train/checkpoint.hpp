@@ -81,7 +81,7 @@ std::vector<std::string> list_checkpoints(const std::string& dir);
 int64_t checkpoint_step(const std::string& path);
 // Keeps the `keep` highest-numbered files of `prunable` (checkpoints this run may remove: those it wrote,
 // and the earlier ones of the run it continues), removes the others from disk and from the list; returns
-// what it removed. Files not on the list are never touched (docs/checkpoint-format.md, "The folder").
+// what it removed. Files not on the list are never touched (docs/checkpoint-format.md, "Files in the checkpoint folder").
 std::vector<std::string> prune_checkpoints(std::vector<std::string>& prunable, int keep);
 // Removes "checkpoint-*.h5.tmp-PID" files whose writer (PID on this host) is gone; returns them.
 std::vector<std::string> remove_stale_temporaries(const std::string& dir);

@@ -1,4 +1,4 @@
-// One live job per checkpoint folder (docs/checkpoint-format.md, "The folder"). Two jobs writing into one
+// One live job per checkpoint folder (docs/checkpoint-format.md, "Files in the checkpoint folder"). Two jobs writing into one
 // folder would prune and resume each other's checkpoints; rank 0 of each job therefore holds an fcntl lock
 // on DIR/.hetrain.lock for the whole run. The kernel drops the lock when the process ends, however it
 // ends, so a job that was killed never blocks the next one; the file keeps the holder's host and pid so

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The checkpoint folder belongs to one run (docs/checkpoint-format.md, "The folder"):
+# The checkpoint folder belongs to one run (docs/checkpoint-format.md, "Files in the checkpoint folder"):
 #  1. pruning keeps the newest --keep-checkpoints of this run's checkpoints (those it wrote and those of the
 #     run it continues), says what it removed, and never touches a damaged file, a symlink or another run's
 #     file, however high their numbers; --resume auto then continues this run;

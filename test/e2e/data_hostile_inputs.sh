@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hostile images and full disks (docs/dataset-format.md, "Hostile input"; docs/checkpoint-format.md):
+# Hostile images and full disks (docs/dataset-format.md, "Writing it safely", its paragraph on hostile input; docs/checkpoint-format.md):
 # hetrain-pack refuses a JPEG whose header claims 65000x65000 before any large allocation (run under a
 # 2 GB address-space limit, peak RSS measured where /usr/bin/time exists), reads a PNG named .jpg as a PNG,
 # refuses a COCO file_name that names a FIFO (no hang) or holds a NUL, quotes a name with a newline; on a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a user reads at the end of a run (README.md, "Errors"; src/apps/hetrain_main.cpp):
+# What a user reads at the end of a run (README.md, "Training modes", its paragraph on errors; src/apps/hetrain_main.cpp):
 #  - an error line leaves out the source location ([shared_step.cpp:N]) unless --verbose asks for it;
 #  - a resume of a run that is already at its end says there was nothing left to train (sync and async),
 #    instead of a rate and a loss of 0; one past a shorter run's end says so instead of "step 140 of 20";

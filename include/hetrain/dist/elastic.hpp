@@ -1,5 +1,5 @@
 // hetrain/dist/elastic.hpp — the shared state of the asynchronous and hybrid modes, in MPI-3 one-sided
-// memory (docs/architecture.md, "Asynchronous and hybrid modes").
+// memory (docs/architecture.md, "Training modes").
 //
 // ElasticCenter: the center model of elastic averaging SGD. It is sharded over every rank of the
 // communicator (rank r hosts a contiguous slice), so no one process serves every push. Workers read it
