@@ -158,8 +158,7 @@ void PowerSgd::Lane::wait(int64_t ticket) {
 }
 
 void PowerSgd::reduce(Communicator& comm, float* grads, double weight, Wire wire) {
-  begin(comm, comm, grads, weight, wire);
-  one_lane_ = true;
+  begin(comm, comm, grads, weight, wire);  // one communicator: one lane
   finish();
 }
 
